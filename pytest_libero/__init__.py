@@ -1,0 +1,16 @@
+"""pytest-libero: LIBERO evaluations as pytest items under a frozen protocol.
+
+Public API for adapter authors. Importing it loads numpy, never the simulator.
+"""
+
+from pytest_libero.catalog import Cell
+from pytest_libero.contract import STOP, Counters, Observation
+from pytest_libero.errors import (
+    ActionError, EnvironmentFault, InventoryMismatch, LiberoError, PolicyFault, PolicyLoadError,
+)
+from pytest_libero.policy import Policy, PolicySpec
+
+__all__ = [
+    "STOP", "ActionError", "Cell", "Counters", "EnvironmentFault", "InventoryMismatch", "LiberoError",
+    "Observation", "Policy", "PolicyFault", "PolicyLoadError", "PolicySpec",
+]

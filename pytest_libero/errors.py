@@ -1,0 +1,37 @@
+"""The project's exception hierarchy.
+
+Usage errors on the command line are `pytest.UsageError` (raised in options/selection); every
+other failure the harness can name is a `LiberoError`. The split that matters for outcomes:
+a `PolicyFault` is the policy's doing (the item fails with reason policy_error), an
+`EnvironmentFault` is the simulator's or the harness's (the item errors).
+"""
+
+from __future__ import annotations
+
+
+class LiberoError(Exception):
+    """Base class of every pytest-libero error."""
+
+
+class CatalogError(LiberoError):
+    """The frozen catalog or inventory is unreadable or invalid."""
+
+
+class InventoryMismatch(LiberoError):
+    """Installed LIBERO files differ from the frozen source inventory."""
+
+
+class PolicyFault(LiberoError):
+    """The policy misbehaved: an adapter exception or an output that breaks the contract."""
+
+
+class ActionError(PolicyFault):
+    """An action chunk failed validation; nothing of it reached the simulator."""
+
+
+class PolicyLoadError(LiberoError):
+    """The requested policy could not be built (bad spec, factory failure)."""
+
+
+class EnvironmentFault(LiberoError):
+    """The simulator or the harness failed: service crash, exception or timeout, render failure."""

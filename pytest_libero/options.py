@@ -1,0 +1,161 @@
+"""Command-line options, their parsing, and the one frozen `LiberoRun` built from them.
+
+Every bad value is a `pytest.UsageError` naming the value and the fix, raised in
+pytest_configure: before any worker starts and before anything is collected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from pytest_libero import catalog
+from pytest_libero.catalog import Cell
+from pytest_libero.policy import PolicySpec, check_spec, parse_policy_kwargs
+from pytest_libero.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
+from pytest_libero.service import DEFAULT_TIMEOUT_S
+
+SCOPES = ("development", "task_coverage", "plan")
+DEFAULT_SELECTION = ("libero_10", (0, 1))
+DEVELOPMENT_IDS = range(0, 5)
+
+# Options that mean "this is a LIBERO run" (used to find the evaluation cases when the user
+# named no paths).
+RUN_OPTIONS = ("libero_scope", "libero_policy", "libero_suite", "libero_task_ids")
+
+
+def addoptions(parser: pytest.Parser) -> None:
+    group = parser.getgroup("libero", "LIBERO evaluation")
+    group.addoption("--libero-scope", dest="libero_scope", choices=SCOPES, default=None,
+                    help="Cells to run: development (LIBERO-10 ids 0-4), task_coverage "
+                         "(--libero-suite, optional --libero-task-ids) or plan (all 130). "
+                         "Default: LIBERO-10 tasks 0 and 1")
+    group.addoption("--libero-suite", dest="libero_suite", choices=catalog.SUITES, default=None,
+                    help="Suite for --libero-scope task_coverage")
+    group.addoption("--libero-task-ids", dest="libero_task_ids", default=None, metavar="IDS",
+                    help="Comma-separated task indices, e.g. 0,3")
+    group.addoption("--libero-budget", dest="libero_budget", choices=("horizon", "decisions"),
+                    default="horizon",
+                    help="Control cap: the suite's reference horizon (default) or decisions "
+                         "(--libero-max-policy-calls x --libero-replan-interval)")
+    group.addoption("--libero-max-policy-calls", dest="libero_max_policy_calls", type=int,
+                    default=None, metavar="D",
+                    help=f"Policy-call budget D for --libero-budget decisions (default {DEFAULT_MAX_POLICY_CALLS})")
+    group.addoption("--libero-replan-interval", dest="libero_replan_interval", type=int,
+                    default=DEFAULT_REPLAN_INTERVAL, metavar="K",
+                    help=f"Controls executed from each chunk before a fresh observation (default {DEFAULT_REPLAN_INTERVAL})")
+    group.addoption("--libero-policy", dest="libero_policy", default=None, metavar="NAME|FILE.py:FACTORY",
+                    help="Policy to evaluate: a registered name (zero, random) or path/to/file.py:factory. "
+                         "Default: zero (an infrastructure diagnostic)")
+    group.addoption("--libero-policy-kwargs", dest="libero_policy_kwargs", default=None, metavar="JSON",
+                    help="JSON object of keyword arguments for the policy factory")
+    group.addoption("--libero-allow-source-mismatch", dest="libero_allow_source_mismatch",
+                    action="store_true", default=False,
+                    help="Run even if installed LIBERO files differ from the frozen inventory "
+                         "(a warning is recorded on every result)")
+    group.addoption("--libero-service-timeout", dest="libero_service_timeout", type=float,
+                    default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                    help=f"Deadline for each bench service reply (default {DEFAULT_TIMEOUT_S:g})")
+
+
+@dataclass(frozen=True, slots=True)
+class LiberoRun:
+    """Everything a run needs, decided once from the command line."""
+
+    protocol: Protocol
+    cells: tuple[Cell, ...]
+    policy: PolicySpec
+    allow_source_mismatch: bool
+    service_timeout_s: float
+
+
+def parse_task_ids(text: str) -> list[int]:
+    ids: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit():
+            raise pytest.UsageError(f"--libero-task-ids {text!r}: {part!r} is not a task index; "
+                                    "give comma-separated integers such as 0,3")
+        if int(part) in ids:
+            raise pytest.UsageError(f"--libero-task-ids {text!r}: task {part} is listed twice")
+        ids.append(int(part))
+    return sorted(ids)
+
+
+def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> tuple[Cell, ...]:
+    """The cells of a selection, in native order (suite order, then task index)."""
+    ids = parse_task_ids(ids_text) if ids_text is not None else None
+    if scope in (None, "plan"):
+        if suite is not None or ids is not None:
+            flag = "--libero-suite" if suite is not None else "--libero-task-ids"
+            raise pytest.UsageError(
+                f"{flag} does not apply to {'--libero-scope plan' if scope else 'the default selection'}; "
+                "use --libero-scope development (LIBERO-10 ids 0-4) or --libero-scope task_coverage "
+                "--libero-suite SUITE")
+        if scope is None:
+            suite, wanted = DEFAULT_SELECTION
+            return tuple(Cell(suite, i) for i in wanted)
+        return tuple(Cell(e["suite"], e["task_index"]) for e in catalog.entries())
+    if scope == "development":
+        if suite not in (None, "libero_10"):
+            raise pytest.UsageError(f"--libero-suite {suite}: scope development is LIBERO-10 only; "
+                                    "use --libero-scope task_coverage for other suites")
+        wanted = ids if ids is not None else list(DEFAULT_SELECTION[1])
+        bad = [i for i in wanted if i not in DEVELOPMENT_IDS]
+        if bad:
+            raise pytest.UsageError(
+                f"--libero-task-ids {ids_text}: task id {bad[0]} is outside scope development, "
+                f"which allows LIBERO-10 task ids 0-4; use --libero-scope task_coverage "
+                "--libero-suite libero_10 for the others")
+        return tuple(Cell("libero_10", i) for i in wanted)
+    if suite is None:
+        raise pytest.UsageError("--libero-scope task_coverage needs --libero-suite "
+                                f"(one of {', '.join(catalog.SUITES)})")
+    available = [e["task_index"] for e in catalog.entries(suite)]
+    wanted = ids if ids is not None else available
+    bad = [i for i in wanted if i not in available]
+    if bad:
+        raise pytest.UsageError(f"--libero-task-ids {ids_text}: {suite} has task ids "
+                                f"0-{len(available) - 1}, not {bad[0]}")
+    return tuple(Cell(suite, i) for i in wanted)
+
+
+def build_run(config: pytest.Config) -> LiberoRun:
+    opt = config.getoption
+    scope = opt("libero_scope")
+    cells = select_cells(scope, opt("libero_suite"), opt("libero_task_ids"))
+    budget = opt("libero_budget")
+    replan = opt("libero_replan_interval")
+    calls = opt("libero_max_policy_calls")
+    if replan < 1:
+        raise pytest.UsageError(f"--libero-replan-interval {replan}: must be at least 1")
+    if budget == "horizon" and calls is not None:
+        raise pytest.UsageError(f"--libero-max-policy-calls {calls} applies only with --libero-budget decisions")
+    if budget == "decisions":
+        calls = DEFAULT_MAX_POLICY_CALLS if calls is None else calls
+        if calls < 1:
+            raise pytest.UsageError(f"--libero-max-policy-calls {calls}: must be at least 1")
+    timeout = opt("libero_service_timeout")
+    if not timeout > 0:
+        raise pytest.UsageError(f"--libero-service-timeout {timeout}: must be a positive number of seconds")
+    try:
+        spec = PolicySpec(opt("libero_policy") or "zero", parse_policy_kwargs(opt("libero_policy_kwargs")))
+        check_spec(spec, extra_names=_hook_names(config))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls)
+    return LiberoRun(protocol=protocol, cells=cells, policy=spec,
+                     allow_source_mismatch=opt("libero_allow_source_mismatch"), service_timeout_s=timeout)
+
+
+def _hook_names(config: pytest.Config) -> list[str]:
+    names: list[str] = []
+    for result in config.hook.pytest_libero_policy_names(config=config):
+        names.extend(result)
+    return names
+
+
+def is_libero_run(config: pytest.Config) -> bool:
+    return any(config.getoption(name) is not None for name in RUN_OPTIONS)
+

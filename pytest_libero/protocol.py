@@ -1,0 +1,59 @@
+"""The frozen evaluation protocol: every setting that makes two runs comparable, and its hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from pytest_libero import catalog
+from pytest_libero.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION
+
+FAST_SEED = 20260907
+SETTLE_CONTROLS = 10
+DEFAULT_REPLAN_INTERVAL = 5  # openpi's LIBERO example executes 5 actions per chunk
+DEFAULT_MAX_POLICY_CALLS = 200  # the common explicit decisions track: D=200, K=5
+
+BudgetMode = Literal["horizon", "decisions"]
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """Protocol settings of a run. `identity` hashes all of them; runs compare only when equal."""
+
+    scope: str
+    budget: BudgetMode
+    replan_interval: int
+    max_policy_calls: int | None  # decisions budget only
+    mode: str = "fast"
+    init_index: int = 0
+    task_order_index: int = 0
+    seed: int = FAST_SEED
+    settle_controls: int = SETTLE_CONTROLS
+    settle_action: tuple[float, ...] = SETTLE_ACTION
+    cameras: tuple[str, ...] = CAMERAS
+    image_shape: tuple[int, ...] = IMAGE_SHAPE
+    camera_transform: str = "image[::-1, ::-1]"
+    track: str = "rgb"
+
+    def control_cap(self, suite: str) -> int:
+        if self.budget == "decisions":
+            assert self.max_policy_calls is not None
+            return self.max_policy_calls * self.replan_interval
+        return catalog.REFERENCE_HORIZONS[suite][0]
+
+    def cap_source(self, suite: str) -> str:
+        if self.budget == "decisions":
+            return f"decisions budget D={self.max_policy_calls} x K={self.replan_interval}"
+        return f"reference horizon {catalog.REFERENCE_HORIZONS[suite][0]}: {catalog.REFERENCE_HORIZONS[suite][1]}"
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["horizons"] = {s: list(v) for s, v in catalog.REFERENCE_HORIZONS.items()}
+        return data
+
+    @property
+    def identity(self) -> str:
+        text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]

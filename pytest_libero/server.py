@@ -1,0 +1,66 @@
+"""The bench service process: owns one benchmark adapter and answers the worker over a pipe.
+
+Requests are tuples `(op, payload)`; every reply is `("ok", value)` or
+`("error", exception type name, message, traceback text)`. The worker (pytest_libero.service)
+starts it as `python -m pytest_libero.server FD` with one end of a socket pair, so nothing of
+the worker's heap (the policy included) exists here, and nothing of this process (the
+simulator) exists there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from multiprocessing.connection import Connection
+import traceback
+from typing import Any
+
+from pytest_libero.bench_libero import prepare_process_environment
+
+
+def serve(conn: Any) -> None:
+    """Answer requests until `close` or until the pipe closes."""
+    prepare_process_environment()
+    # MuJoCo appends warnings to MUJOCO_LOG.TXT in the working directory: keep it out of the
+    # user's tree.
+    os.chdir(tempfile.mkdtemp(prefix="pytest-libero-service-"))
+    from pytest_libero.bench_libero import LiberoEpisode
+
+    episode: LiberoEpisode | None = None
+    while True:
+        try:
+            op, payload = conn.recv()
+        except EOFError:
+            break
+        try:
+            if op == "start":
+                if episode is not None:
+                    episode.close()
+                episode = None
+                episode = LiberoEpisode(**payload)
+                value: Any = {"language": episode.language,
+                              "observation": episode.observation(episode.first_raw),
+                              "settling_controls": episode.settling_controls}
+            elif op == "submit":
+                assert episode is not None, "submit before start"
+                value = episode.submit(**payload)
+            elif op == "finish":
+                assert episode is not None, "finish before start"
+                value, episode = episode.finish(), None
+            elif op == "ping":
+                value = os.getpid()
+            elif op == "close":
+                conn.send(("ok", None))
+                break
+            else:
+                raise ValueError(f"unknown request {op!r}")
+            conn.send(("ok", value))
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to the worker as data
+            conn.send(("error", type(exc).__name__, str(exc), traceback.format_exc()))
+    if episode is not None:
+        episode.close()
+
+
+if __name__ == "__main__":
+    serve(Connection(int(sys.argv[1])))

@@ -1,0 +1,106 @@
+"""The worker's handle on its bench service process: start, submit, finish, and recovery.
+
+Any failure of the service (an exception in it, its death, a reply that does not come within
+the deadline) raises EnvironmentFault and discards the process; the next episode gets a fresh
+one. The policy never holds this object's process or pipe.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from pytest_libero.errors import EnvironmentFault
+
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class BenchService:
+    """A lazily started bench service process (one per worker)."""
+
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.timeout_s = timeout_s
+        self._process: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+        self.restarts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def _ensure_started(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            return
+        if self._process is not None:
+            self.restarts += 1
+        self._discard()
+        # A fresh interpreter (not fork): nothing of the worker's heap, the policy included,
+        # exists in the service, and no __main__ guard is needed in the caller.
+        parent, child = socket.socketpair()
+        with child:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "pytest_libero.server", str(child.fileno())],
+                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+            )
+        self._process, self._conn = process, Connection(parent.detach())
+
+    def _discard(self) -> None:
+        process, conn = self._process, self._conn
+        self._process = self._conn = None
+        if conn is not None:
+            conn.close()
+        if process is not None:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=30)
+
+    def request(self, op: str, payload: Any = None, timeout_s: float | None = None) -> Any:
+        self._ensure_started()
+        assert self._conn is not None
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        try:
+            self._conn.send((op, payload))
+            if not self._conn.poll(timeout):
+                self._discard()
+                raise EnvironmentFault(f"bench service gave no reply to {op!r} within {timeout:g} s; it was killed")
+            reply = self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError) as exc:
+            code = None
+            if self._process is not None:
+                try:
+                    code = self._process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._discard()
+            raise EnvironmentFault(
+                f"bench service process died during {op!r} (exit code {code}): {type(exc).__name__}"
+            ) from exc
+        if reply[0] == "error":
+            _, kind, message, trace = reply
+            self._discard()
+            raise EnvironmentFault(f"bench service failed during {op!r}: {kind}: {message}\n{trace}")
+        return reply[1]
+
+    def start(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return self.request("start", payload)  # type: ignore[no-any-return]
+
+    def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]:
+        return self.request("submit", {"chunk": chunk, "deliver": deliver})  # type: ignore[no-any-return]
+
+    def finish(self) -> dict[str, Any]:
+        return self.request("finish")  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self._process is not None and self._process.poll() is None and self._conn is not None:
+            try:
+                self._conn.send(("close", None))
+                if self._conn.poll(10):
+                    self._conn.recv()
+            except (EOFError, OSError):
+                pass
+        self._discard()

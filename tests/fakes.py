@@ -1,0 +1,56 @@
+"""A scripted stand-in for the bench service, for tests of the engine and the plugin's logic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytest_libero.contract import CAMERAS, IMAGE_SHAPE
+from pytest_libero.errors import EnvironmentFault
+
+
+def blank_images() -> dict[str, np.ndarray]:
+    return {camera: np.zeros(IMAGE_SHAPE, dtype=np.uint8) for camera in CAMERAS}
+
+
+class FakeService:
+    """Succeeds at control `success_at` (never when None); raises at submit number `fault_at`."""
+
+    def __init__(self, success_at: int | None = None, fault_at: int | None = None,
+                 language: str = "put the fake bowl on the plate") -> None:
+        self.success_at, self.fault_at, self.language = success_at, fault_at, language
+        self.submitted: list[np.ndarray] = []
+        self.delivered = 0
+        self.episodes = 0
+
+    def start(self, payload: dict[str, Any]) -> dict[str, Any]:
+        self.episodes += 1
+        self.cap = payload["control_cap"]
+        self.executed = 0
+        self.first: int | None = None
+        return {"language": self.language, "settling_controls": payload["settle_controls"],
+                "observation": blank_images()}
+
+    def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]:
+        self.submitted.append(np.array(chunk))
+        if self.fault_at is not None and len(self.submitted) >= self.fault_at:
+            raise EnvironmentFault("fake simulator crashed")
+        before = self.executed
+        for _ in range(min(len(chunk), self.cap - self.executed)):
+            self.executed += 1
+            if self.executed == self.success_at:
+                self.first = self.executed
+                return {"executed": self.executed - before, "executed_total": self.executed,
+                        "success": True, "truncated": False, "observation": None}
+        truncated = self.executed >= self.cap
+        observation = None
+        if deliver and not truncated:
+            observation = blank_images()
+            self.delivered += 1
+        return {"executed": self.executed - before, "executed_total": self.executed, "success": False,
+                "truncated": truncated, "observation": observation}
+
+    def finish(self) -> dict[str, Any]:
+        return {"first_success_control": self.first, "executed_controls": self.executed,
+                "timing": {"setup_s": 0.0}}

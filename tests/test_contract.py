@@ -1,0 +1,102 @@
+"""Action validation and observation sanitizing: table-driven over good and bad inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_libero.contract import (
+    CAMERAS, IMAGE_SHAPE, Counters, images_from_native, seal_observation, validate_chunk,
+)
+from pytest_libero.errors import ActionError, EnvironmentFault
+
+Z = [0.0] * 6 + [-1.0]
+
+
+@pytest.mark.parametrize("raw, rows", [
+    (Z, 1),
+    (np.array(Z, dtype=np.float32), 1),
+    ([Z, Z, Z], 3),
+    (np.zeros((8, 7), dtype=np.int64), 8),
+    (np.full((2, 7), 1.0), 2),
+    (np.full((2, 7), -1.0), 2),
+    (np.zeros((1, 7), dtype=np.float16), 1),
+])
+def test_valid_chunks_become_float64_n_by_7(raw, rows):
+    chunk = validate_chunk(raw)
+    assert chunk.shape == (rows, 7) and chunk.dtype == np.float64 and chunk.flags.c_contiguous
+    np.testing.assert_array_equal(chunk, np.asarray(raw, dtype=np.float64).reshape(rows, 7))
+
+
+@pytest.mark.parametrize("raw, defect", [
+    ([float("nan")] + Z[1:], "not finite: element [0] = nan"),
+    (Z[:3] + [float("inf")] + Z[4:], "not finite: element [3] = inf"),
+    ([0.0] * 6, "shape (6,)"),
+    (np.zeros((2, 3, 7)), "shape (2, 3, 7)"),
+    ([Z, Z[:5] + [1.5, 0.0]], "out of bounds [-1, 1]: element [1, 5] = 1.5"),
+    (np.array(["a"] * 7), "dtype <U1 is not a real number type"),
+    (np.zeros((0, 7)), "shape (0, 7)"),
+    (np.zeros(7, dtype=bool), "dtype bool"),
+    (np.zeros(7, dtype=complex), "dtype complex128"),
+    (np.array([object()] * 7), "dtype object"),
+    (None, "returned None"),
+    ([[0.0] * 7, [0.0] * 6], "not array-like"),
+    (np.full((1, 7), -1.0000001), "out of bounds [-1, 1]: element [0, 0] = -1.0000001"),
+    (np.array([[0.0] * 7, [0.0] * 5 + [np.nan, 0.0]]), "not finite: element [1, 5] = nan"),
+])
+def test_invalid_chunks_name_the_defect(raw, defect):
+    with pytest.raises(ActionError) as info:
+        validate_chunk(raw)
+    assert defect in str(info.value)
+
+
+def native(**extra):
+    raw = {f"{c}_image": np.arange(np.prod(IMAGE_SHAPE), dtype=np.uint32).reshape(IMAGE_SHAPE).astype(np.uint8)
+           for c in CAMERAS}
+    raw.update(extra)
+    return raw
+
+
+def test_images_are_rotated_180_degrees_and_nothing_else_crosses():
+    raw = native(robot0_eef_pos=np.zeros(3), object_pos=np.ones(3), robot0_joint_pos=np.zeros(7))
+    images = images_from_native(raw)
+    assert set(images) == set(CAMERAS)
+    for camera in CAMERAS:
+        np.testing.assert_array_equal(images[camera], raw[f"{camera}_image"][::-1, ::-1])
+        assert images[camera].flags.c_contiguous
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: r.pop("agentview_image"), "lacks 'agentview_image'"),
+    (lambda r: r.update(agentview_image=np.zeros((128, 128, 3), np.uint8)), "shape (128, 128, 3)"),
+    (lambda r: r.update(robot0_eye_in_hand_image=np.zeros(IMAGE_SHAPE, np.float32)), "dtype float32"),
+])
+def test_bad_native_images_are_environment_faults(mutate, message):
+    raw = native()
+    mutate(raw)
+    with pytest.raises(EnvironmentFault) as info:
+        images_from_native(raw)
+    assert message in str(info.value)
+
+
+def test_sealed_observation_is_a_read_only_copy_with_only_contract_fields():
+    images = images_from_native(native())
+    observation = seal_observation("open the drawer", images, Counters(2, 2, 10))
+    assert observation.language == "open the drawer" and observation.counters == Counters(2, 2, 10)
+    assert not observation.images["agentview"].flags.writeable
+    assert observation.images["agentview"] is not images["agentview"]
+    with pytest.raises(TypeError):
+        observation.images["extra"] = np.zeros(3)  # type: ignore[index]
+    assert {f for f in observation.__slots__} == {"language", "images", "counters"}
+
+
+@pytest.mark.parametrize("language, images, message", [
+    ("", None, "non-empty str"),
+    ("go", {"agentview": np.zeros(IMAGE_SHAPE, np.uint8)}, "cameras ['agentview']"),
+    ("go", {**{c: np.zeros(IMAGE_SHAPE, np.uint8) for c in CAMERAS}, "eef": np.zeros(3)}, "cameras"),
+    ("go", {c: np.zeros((2, 2, 3), np.uint8) for c in CAMERAS}, "(2, 2, 3)"),
+])
+def test_seal_rejects_anything_beyond_the_contract(language, images, message):
+    with pytest.raises(EnvironmentFault) as info:
+        seal_observation(language, images or {}, Counters())
+    assert message in str(info.value)

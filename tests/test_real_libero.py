@@ -1,0 +1,130 @@
+"""Real LIBERO rollouts (CPU rendering through EGL/Mesa): small decision budgets keep them short."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_libero.catalog import Cell
+from pytest_libero.protocol import Protocol
+from pytest_libero.reference import ReplayPolicy, native_rollout
+from pytest_libero.rollout import run_episode
+from pytest_libero.service import BenchService
+
+pytestmark = pytest.mark.real_libero
+
+DEFECTS = """
+import numpy as np
+
+BAD = [
+    ("nan", np.array([np.nan] + [0.0] * 6)),
+    ("inf", np.array([0.0] * 3 + [np.inf] + [0.0] * 3)),
+    ("shape6", np.zeros(6)),
+    ("shape237", np.zeros((2, 3, 7))),
+    ("big", np.array([[0.0] * 6 + [-1.0], [0.0] * 4 + [1.5, 0.0, -1.0]])),
+    ("string", np.array(["0"] * 7)),
+    ("empty", np.zeros((0, 7))),
+]
+
+class Defective:
+    episode = -1
+    def reset(self, language):
+        self.episode += 1
+    def act(self, observation):
+        return BAD[self.episode][1]
+    def close(self):
+        pass
+"""
+
+KILLER = """
+import os, signal
+import numpy as np
+
+def service_children():
+    me = os.getpid()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if ppid == me and b"pytest_libero.server" in cmd:
+            yield int(pid)
+
+class KillsServiceOnce:
+    calls = 0
+    def reset(self, language): pass
+    def act(self, observation):
+        self.calls += 1
+        if self.calls == 2:
+            for pid in service_children():
+                os.kill(pid, signal.SIGKILL)
+        return np.tile([0.0] * 6 + [-1.0], (5, 1))
+    def close(self): pass
+"""
+
+
+def literal(text: str) -> str:
+    """Escape fnmatch's special characters."""
+    return "".join(f"[{c}]" if c in "[]*?" else c for c in text)
+
+
+def test_rendering_only_delivered_observations_is_bit_identical_to_the_native_loop():
+    rng = np.random.default_rng(3)
+    chunks = [np.concatenate([rng.uniform(-0.5, 0.5, (5, 6)), np.ones((5, 1))], axis=1) for _ in range(3)]
+    protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
+    native = native_rollout("libero_10", 0, chunks, 5, control_cap=15)
+    service, policy = BenchService(), ReplayPolicy(chunks)
+    try:
+        result = run_episode(service, policy, Cell("libero_10", 0), protocol)
+    finally:
+        service.close()
+    assert result.executed_controls == native.executed_controls == 15
+    assert len(policy.seen) == 3 and policy.seen == native.delivered[:3]
+    assert result.private["final_state_sha256"] == native.final_state_sha256
+    assert result.timing["renders"] == 6  # 3 deliveries x 2 cameras
+
+
+def test_zero_policy_decisions_budget_counts(pytester):
+    result = pytester.runpytest_subprocess(
+        "--libero-scope", "development", "--libero-policy", "zero", "--libero-budget", "decisions",
+        "--libero-max-policy-calls", "3", "--libero-replan-interval", "5")
+    result.assert_outcomes(failed=2)
+    line = ("failure: no native success within the cap: 3 policy calls, 3 action decisions, "
+            "15 executed controls, 10 settling controls*")
+    result.stdout.fnmatch_lines([line, line, "LIBERO: selected 2 = passed 0 + failed 2 + errored 0 + unattempted 0"])
+
+
+def test_invalid_actions_fail_the_item_and_never_reach_the_simulator(pytester):
+    pytester.makepyfile(defects=DEFECTS)
+    result = pytester.runpytest_subprocess(
+        "--libero-scope", "task_coverage", "--libero-suite", "libero_spatial", "--libero-task-ids", "0,1,2,3,4,5,6",
+        "--libero-policy", "defects.py:Defective", "--libero-budget", "decisions", "--libero-max-policy-calls", "2")
+    result.assert_outcomes(failed=7)
+    no_control = "1 policy calls, 0 action decisions, 0 executed controls, 10 settling controls"
+    result.stdout.fnmatch_lines([literal(f"policy_error: invalid action at policy call 1: {defect}") + "*"
+                                 + literal(no_control) + "*" for defect in (
+        "action is not finite: element [0] = nan",
+        "action is not finite: element [3] = inf",
+        "action shape (6,) is not (7,) or (n, 7)",
+        "action shape (2, 3, 7) is not (7,) or (n, 7)",
+        "action out of bounds [-1, 1]: element [1, 4] = 1.5",
+        "action dtype <U1 is not a real number type",
+        "action shape (0, 7) is not (7,) or (n, 7) with n >= 1",
+    )])
+
+
+def test_killing_the_simulator_errors_that_item_only(pytester):
+    pytester.makepyfile(killer=KILLER)
+    result = pytester.runpytest_subprocess(
+        "--libero-scope", "development", "--libero-policy", "killer.py:KillsServiceOnce",
+        "--libero-budget", "decisions", "--libero-max-policy-calls", "3")
+    result.assert_outcomes(errors=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*ERROR at setup of test_rollout[[]libero_10-t00-s00[]]*",
+        "*env_error: bench service process died during 'submit' (exit code -9)*",
+        "libero_10-t01-s00 * FAILED * failure/truncation: 3 policy calls*",
+        "LIBERO: selected 2 = passed 0 + failed 1 + errored 1 + unattempted 0",
+    ])

@@ -1,0 +1,113 @@
+"""The rollout engine against a scripted service: counters, caps, stops and faults."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fakes import FakeService
+from pytest_libero.catalog import Cell
+from pytest_libero.contract import STOP
+from pytest_libero.errors import EnvironmentFault
+from pytest_libero.protocol import Protocol
+from pytest_libero.rollout import run_episode
+
+CELL = Cell("libero_10", 0)
+HOLD = [0.0] * 6 + [-1.0]
+
+
+class Scripted:
+    """Returns the given responses in turn (repeating the last), recording what it saw."""
+
+    def __init__(self, *responses):
+        self.responses = list(responses)
+        self.seen = []
+        self.languages = []
+
+    def reset(self, language):
+        self.languages.append(language)
+
+    def act(self, observation):
+        self.seen.append(observation)
+        response = self.responses[min(len(self.seen) - 1, len(self.responses) - 1)]
+        if isinstance(response, Exception):
+            raise response
+        return response
+
+    def close(self):
+        pass
+
+
+def decisions(d, k):
+    return Protocol(scope="test", budget="decisions", replan_interval=k, max_policy_calls=d)
+
+
+def test_decisions_budget_counts_calls_decisions_and_controls():
+    service, policy = FakeService(), Scripted(np.tile(HOLD, (8, 1)))
+    result = run_episode(service, policy, CELL, decisions(3, 5))
+    assert (result.outcome, result.termination) == ("failure", "truncation")
+    assert (result.policy_calls, result.action_decisions, result.executed_controls) == (3, 3, 15)
+    assert result.settling_controls == 10 and result.control_cap == 15
+    assert [len(c) for c in service.submitted] == [5, 5, 5]
+    assert service.delivered == 2  # no observation is rendered after the last allowed call
+    assert [o.counters.policy_calls for o in policy.seen] == [0, 1, 2]
+    assert policy.languages == ["put the fake bowl on the plate"]
+
+
+def test_first_success_records_control_and_actual_policy_call():
+    service = FakeService(success_at=12)
+    policy = Scripted(np.tile(HOLD, (3, 1)), np.tile(HOLD, (7, 1)))  # 3 controls, then 5 per call
+    result = run_episode(service, policy, CELL, decisions(10, 5))
+    assert (result.outcome, result.termination) == ("success", "success")
+    assert result.first_success_control == 12
+    assert result.first_success_policy_call == 3  # 3 + 5 + 4: not 12 / 5 rounded up
+    assert result.executed_controls == 12
+
+
+def test_horizon_budget_uses_the_suite_reference_horizon():
+    protocol = Protocol(scope="test", budget="horizon", replan_interval=8, max_policy_calls=None)
+    service = FakeService()
+    result = run_episode(service, Scripted(np.tile(HOLD, (8, 1))), Cell("libero_spatial", 0), protocol)
+    assert result.control_cap == 220 and result.executed_controls == 220
+    assert result.policy_calls == 28 and sum(len(c) for c in service.submitted) == 224
+    assert "220" in result.cap_source and result.termination == "truncation"
+
+
+def test_stop_consumes_a_policy_call_but_no_decision():
+    service = FakeService()
+    result = run_episode(service, Scripted(np.tile(HOLD, (5, 1)), STOP), CELL, decisions(10, 5))
+    assert (result.policy_calls, result.action_decisions, result.executed_controls) == (2, 1, 5)
+    assert (result.outcome, result.termination) == ("failure", "policy_stop")
+
+
+@pytest.mark.parametrize("bad, defect", [
+    ([float("nan")] * 7, "not finite"),
+    ([0.0] * 6, "shape (6,)"),
+    ([1.5] + [0.0] * 6, "out of bounds"),
+    (np.zeros((0, 7)), "shape (0, 7)"),
+])
+def test_invalid_action_is_a_policy_fault_and_never_reaches_the_service(bad, defect):
+    service = FakeService()
+    result = run_episode(service, Scripted(np.tile(HOLD, (5, 1)), bad), CELL, decisions(10, 5))
+    assert (result.outcome, result.termination) == ("policy_error", "policy_error")
+    assert defect in result.message and "policy call 2" in result.message
+    assert len(service.submitted) == 1 and np.isfinite(service.submitted[0]).all()
+
+
+def test_adapter_exception_is_a_policy_fault_with_traceback():
+    result = run_episode(FakeService(), Scripted(RuntimeError("model exploded")), CELL, decisions(3, 5))
+    assert result.outcome == "policy_error" and "RuntimeError: model exploded" in result.message
+    assert "Traceback" in (result.error or "")
+
+
+def test_environment_fault_raises_with_the_partial_result():
+    with pytest.raises(EnvironmentFault) as info:
+        run_episode(FakeService(fault_at=2), Scripted(np.tile(HOLD, (5, 1))), CELL, decisions(5, 5))
+    partial = info.value.partial  # type: ignore[attr-defined]
+    assert partial.outcome == "env_error" and partial.policy_calls == 2 and partial.executed_controls == 5
+
+
+def test_only_the_declared_prefix_is_executed():
+    service = FakeService()
+    run_episode(service, Scripted(np.linspace(-1, 1, 70).reshape(10, 7)), CELL, decisions(2, 3))
+    np.testing.assert_array_equal(service.submitted[0], np.linspace(-1, 1, 70).reshape(10, 7)[:3])
