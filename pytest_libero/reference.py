@@ -12,6 +12,7 @@ plugin.
 from __future__ import annotations
 
 import hashlib
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +49,7 @@ def native_rollout(suite: str, task_index: int, chunks: list[np.ndarray], replan
 
     from pytest_libero.bench_libero import make_native_env, prepare_process_environment
 
-    prepare_process_environment()
+    prepare_process_environment(tempfile.mkdtemp(prefix="pytest-libero-reference-"))
     entry = catalog.entry(suite, task_index)
     installed = InstalledLibero.locate()
     states = load_initial_states(installed.init_root / entry["init_states_file"])

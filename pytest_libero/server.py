@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from multiprocessing.connection import Connection
 import traceback
+from multiprocessing.connection import Connection
 from typing import Any
 
 from pytest_libero.bench_libero import prepare_process_environment
@@ -21,10 +21,18 @@ from pytest_libero.bench_libero import prepare_process_environment
 
 def serve(conn: Any) -> None:
     """Answer requests until `close` or until the pipe closes."""
-    prepare_process_environment()
-    # MuJoCo appends warnings to MUJOCO_LOG.TXT in the working directory: keep it out of the
-    # user's tree.
-    os.chdir(tempfile.mkdtemp(prefix="pytest-libero-service-"))
+    with tempfile.TemporaryDirectory(prefix="pytest-libero-service-") as work_dir:
+        prepare_process_environment(work_dir)
+        # MuJoCo appends warnings to MUJOCO_LOG.TXT in the working directory: keep it out of
+        # the user's tree.
+        os.chdir(work_dir)
+        try:
+            _answer(conn)
+        finally:
+            os.chdir("/")
+
+
+def _answer(conn: Any) -> None:
     from pytest_libero.bench_libero import LiberoEpisode
 
     episode: LiberoEpisode | None = None
@@ -48,8 +56,6 @@ def serve(conn: Any) -> None:
             elif op == "finish":
                 assert episode is not None, "finish before start"
                 value, episode = episode.finish(), None
-            elif op == "ping":
-                value = os.getpid()
             elif op == "close":
                 conn.send(("ok", None))
                 break

@@ -209,3 +209,48 @@ def test_xdist_worker_crash_is_errored(fake_run):
                       "--libero-max-policy-calls", "2")
     result.stdout.fnmatch_lines(["LIBERO: selected 2 = passed 0 + failed 0 + errored 2 + unattempted 0"])
     assert result.ret != 0
+
+
+MISMATCH_CONFTEST = """
+import pytest
+import pytest_libero.inventory as inventory
+from pytest_libero.errors import InventoryMismatch
+from fakes import FakeService
+
+def tampered(entries=None):
+    raise InventoryMismatch("1 installed LIBERO file(s) do not match: BDDL file differs: /x/libero_10/t.bddl")
+
+inventory.check_installation = tampered
+
+@pytest.fixture(scope="session")
+def libero_service():
+    return FakeService()
+"""
+
+# A -p plugin, not a conftest hook: the bundled cases live in the installed package, outside
+# this directory, so item-level hooks of this directory's conftest.py do not apply to them.
+RECORDER = """
+def pytest_runtest_logreport(report):
+    if getattr(report, "libero", None):
+        print("RECORD-WARNINGS", report.nodeid.split("[")[1], len(report.libero["warnings"]))
+"""
+
+
+def test_source_mismatch_errors_every_item_naming_the_file(pytester):
+    pytester.makepyfile(fakes=FAKES)
+    pytester.makeconftest(MISMATCH_CONFTEST)
+    result = pytester.runpytest("--libero-scope", "development")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*InventoryMismatch: 1 installed LIBERO file(s) do not match: "
+                                 "BDDL file differs: /x/libero_10/t.bddl*"])
+
+
+def test_source_mismatch_opt_out_warns_and_records_it_on_every_result(pytester):
+    pytester.makepyfile(fakes=FAKES, recorder=RECORDER)
+    pytester.makeconftest(MISMATCH_CONFTEST)
+    pytester.syspathinsert()
+    result = pytester.runpytest("-p", "recorder", "--libero-scope", "development", "--libero-allow-source-mismatch",
+                                "--libero-budget", "decisions", "--libero-max-policy-calls", "1")
+    result.assert_outcomes(failed=2, warnings=result.parseoutcomes()["warnings"])
+    result.stdout.fnmatch_lines(["*RECORD-WARNINGS libero_10-t00-s00] 1*", "*RECORD-WARNINGS libero_10-t01-s00] 1*",
+                                 "*LiberoSourceWarning: 1 installed LIBERO file(s) do not match*"])

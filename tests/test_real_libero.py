@@ -128,3 +128,16 @@ def test_killing_the_simulator_errors_that_item_only(pytester):
         "libero_10-t01-s00 * FAILED * failure/truncation: 3 policy calls*",
         "LIBERO: selected 2 = passed 0 + failed 1 + errored 1 + unattempted 0",
     ])
+
+
+def test_a_stale_user_libero_config_cannot_redirect_the_bundled_files(pytester, monkeypatch):
+    stale = pytester.mkdir("stale-config")
+    (stale / "config.yaml").write_text("bddl_files: /nonexistent/bddl\ninit_states: /nonexistent/init\n"
+                                       "assets: /nonexistent/assets\n")
+    monkeypatch.setenv("LIBERO_CONFIG_PATH", str(stale))
+    monkeypatch.setenv("HOME", str(pytester.path))
+    result = pytester.runpytest_subprocess(
+        "--libero-scope", "development", "--libero-task-ids", "2", "--libero-policy", "zero",
+        "--libero-budget", "decisions", "--libero-max-policy-calls", "1")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*1 policy calls, 1 action decisions, 5 executed controls*"])

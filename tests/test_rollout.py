@@ -111,3 +111,17 @@ def test_only_the_declared_prefix_is_executed():
     service = FakeService()
     run_episode(service, Scripted(np.linspace(-1, 1, 70).reshape(10, 7)), CELL, decisions(2, 3))
     np.testing.assert_array_equal(service.submitted[0], np.linspace(-1, 1, 70).reshape(10, 7)[:3])
+
+
+def test_random_policy_is_seeded_per_episode_and_within_bounds():
+    from pytest_libero.adapters.builtin import RandomPolicy, ZeroPolicy
+
+    policy = RandomPolicy(seed=4, chunk_size=6)
+    first = run_episode(FakeService(), policy, CELL, decisions(3, 6))
+    again = run_episode(service := FakeService(), policy, CELL, decisions(3, 6))
+    assert first.executed_controls == again.executed_controls == 18
+    chunks = np.concatenate(service.submitted)
+    assert np.abs(chunks).max() <= 1.0 and set(chunks[:, 6]) <= {-1.0, 1.0}
+    policy.reset("x")
+    np.testing.assert_array_equal(policy.act(None), service.submitted[0])
+    np.testing.assert_array_equal(ZeroPolicy(chunk_size=2).act(None), [HOLD, HOLD])
