@@ -74,7 +74,8 @@ class Accounting:
         tr = terminalreporter
         tr.write_sep("=", "LIBERO episodes")
         for nodeid in self.selected or sorted(self.status):
-            cell = "{}-t{:02d}-s{:02d}".format(*parse_cell_id(nodeid))  # type: ignore[str-format]
+            suite, task, init = parse_cell_id(nodeid) or ("?", 0, 0)
+            cell = f"{suite}-t{task:02d}-s{init:02d}"
             record = self.records.get(nodeid, {})
             status = self.status.get(nodeid, "unattempted")
             if "policy_calls" in record:

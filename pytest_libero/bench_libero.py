@@ -158,7 +158,7 @@ class LiberoEpisode:
     def _check_stable(self, phase: str) -> None:
         counts = _warning_counts(self.env.env)
         if counts != self._warnings:
-            grew = [w for w, a, b in zip(_UNSTABLE_WARNINGS, self._warnings, counts) if b > a]
+            grew = [w for w, a, b in zip(_UNSTABLE_WARNINGS, self._warnings, counts, strict=True) if b > a]
             raise EnvironmentFault(f"MuJoCo reported {', '.join(grew)} during {phase}: the simulation is unstable")
 
     def observation(self, raw: Any) -> dict[str, np.ndarray]:

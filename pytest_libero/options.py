@@ -41,10 +41,12 @@ def addoptions(parser: pytest.Parser) -> None:
                          "(--libero-max-policy-calls x --libero-replan-interval)")
     group.addoption("--libero-max-policy-calls", dest="libero_max_policy_calls", type=int,
                     default=None, metavar="D",
-                    help=f"Policy-call budget D for --libero-budget decisions (default {DEFAULT_MAX_POLICY_CALLS})")
+                    help="Policy-call budget D for --libero-budget decisions "
+                         f"(default {DEFAULT_MAX_POLICY_CALLS})")
     group.addoption("--libero-replan-interval", dest="libero_replan_interval", type=int,
                     default=DEFAULT_REPLAN_INTERVAL, metavar="K",
-                    help=f"Controls executed from each chunk before a fresh observation (default {DEFAULT_REPLAN_INTERVAL})")
+                    help="Controls executed from each chunk before a fresh observation "
+                         f"(default {DEFAULT_REPLAN_INTERVAL})")
     group.addoption("--libero-policy", dest="libero_policy", default=None, metavar="NAME|FILE.py:FACTORY",
                     help="Policy to evaluate: a registered name (zero, random) or path/to/file.py:factory. "
                          "Default: zero (an infrastructure diagnostic)")
@@ -94,14 +96,13 @@ def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> 
                 "use --libero-scope development (LIBERO-10 ids 0-4) or --libero-scope task_coverage "
                 "--libero-suite SUITE")
         if scope is None:
-            suite, wanted = DEFAULT_SELECTION
-            return tuple(Cell(suite, i) for i in wanted)
+            return tuple(Cell(DEFAULT_SELECTION[0], i) for i in DEFAULT_SELECTION[1])
         return tuple(Cell(e["suite"], e["task_index"]) for e in catalog.entries())
     if scope == "development":
         if suite not in (None, "libero_10"):
             raise pytest.UsageError(f"--libero-suite {suite}: scope development is LIBERO-10 only; "
                                     "use --libero-scope task_coverage for other suites")
-        wanted = ids if ids is not None else list(DEFAULT_SELECTION[1])
+        wanted: list[int] = ids if ids is not None else list(DEFAULT_SELECTION[1])
         bad = [i for i in wanted if i not in DEVELOPMENT_IDS]
         if bad:
             raise pytest.UsageError(
@@ -112,7 +113,7 @@ def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> 
     if suite is None:
         raise pytest.UsageError("--libero-scope task_coverage needs --libero-suite "
                                 f"(one of {', '.join(catalog.SUITES)})")
-    available = [e["task_index"] for e in catalog.entries(suite)]
+    available: list[int] = [e["task_index"] for e in catalog.entries(suite)]
     wanted = ids if ids is not None else available
     bad = [i for i in wanted if i not in available]
     if bad:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 import pytest
 
@@ -84,11 +84,13 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     result = item.stash.get(RESULT_KEY, None)
     if result is not None and (report.when == "call" or (report.when == "setup" and report.failed)):
-        report.libero = result.as_dict()  # plain builtins: survives xdist serialization
+        report.libero = result.as_dict()  # type: ignore[attr-defined]  # builtins: crosses xdist
     return report
 
 

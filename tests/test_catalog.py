@@ -32,7 +32,7 @@ def test_schema_rejects_a_broken_catalog():
 def test_130_entries_in_native_order_with_reference_horizons():
     entries = catalog.entries()
     assert len(entries) == 130
-    expected = [(s, i) for s, n in zip(catalog.SUITES, (10, 10, 10, 90, 10)) for i in range(n)]
+    expected = [(s, i) for s, n in zip(catalog.SUITES, (10, 10, 10, 90, 10), strict=True) for i in range(n)]
     assert [(e["suite"], e["task_index"]) for e in entries] == expected
     horizons = {e["suite"]: e["reference_horizon"] for e in entries}
     assert horizons == {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300,
