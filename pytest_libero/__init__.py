@@ -7,10 +7,11 @@ from pytest_libero.catalog import Cell
 from pytest_libero.contract import STOP, Counters, Observation
 from pytest_libero.errors import (
     ActionError, EnvironmentFault, InventoryMismatch, LiberoError, PolicyFault, PolicyLoadError,
+    PolicyServerError,
 )
 from pytest_libero.policy import Policy, PolicySpec
 
 __all__ = [
     "STOP", "ActionError", "Cell", "Counters", "EnvironmentFault", "InventoryMismatch", "LiberoError",
-    "Observation", "Policy", "PolicyFault", "PolicyLoadError", "PolicySpec",
+    "Observation", "Policy", "PolicyFault", "PolicyLoadError", "PolicyServerError", "PolicySpec",
 ]

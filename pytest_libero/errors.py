@@ -35,3 +35,11 @@ class PolicyLoadError(LiberoError):
 
 class EnvironmentFault(LiberoError):
     """The simulator or the harness failed: service crash, exception or timeout, render failure."""
+
+
+class PolicyServerError(EnvironmentFault):
+    """A remote policy server is unreachable or broke its protocol: the item errors, not fails.
+
+    Adapters raise it from reset/act; the engine lets it through instead of calling it a
+    policy fault.
+    """

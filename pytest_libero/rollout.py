@@ -95,7 +95,9 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
         images = started["observation"]
         try:
             policy.reset(result.language)
-        except Exception as exc:  # noqa: BLE001 - any adapter exception is a policy fault
+        except EnvironmentFault:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any other adapter exception is a policy fault
             _policy_fault(result, f"policy.reset raised {type(exc).__name__}: {exc}", exc)
             images = None
         while images is not None:
@@ -105,6 +107,9 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
             tick = time.perf_counter()
             try:
                 raw = policy.act(observation)
+            except EnvironmentFault:
+                policy_s += time.perf_counter() - tick
+                raise
             except Exception as exc:  # noqa: BLE001
                 policy_s += time.perf_counter() - tick
                 _policy_fault(result, f"policy.act raised {type(exc).__name__}: {exc}", exc)

@@ -125,3 +125,11 @@ def test_random_policy_is_seeded_per_episode_and_within_bounds():
     policy.reset("x")
     np.testing.assert_array_equal(policy.act(None), service.submitted[0])
     np.testing.assert_array_equal(ZeroPolicy(chunk_size=2).act(None), [HOLD, HOLD])
+
+
+def test_policy_server_error_is_an_environment_fault_not_a_policy_fault():
+    from pytest_libero.errors import PolicyServerError
+
+    with pytest.raises(PolicyServerError) as info:
+        run_episode(FakeService(), Scripted(PolicyServerError("server unreachable")), CELL, decisions(3, 5))
+    assert info.value.partial.outcome == "env_error"  # type: ignore[attr-defined]
