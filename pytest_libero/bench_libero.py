@@ -196,9 +196,19 @@ class LiberoEpisode:
         return {"executed": executed_now, "executed_total": self.executed, "success": success,
                 "truncated": truncated, "observation": delivered}
 
-    def finish(self) -> dict[str, Any]:
+    def render_now(self) -> dict[str, np.ndarray]:
+        """Render both cameras at the current state (for the video's last frame; no physics)."""
+        self.gate.open = True
+        try:
+            raw = {f"{c}_image": self.env.env._observables[f"{c}_image"]._sensor({}) for c in CAMERAS}
+        finally:
+            self.gate.open = False
+        return images_from_native(raw)
+
+    def finish(self, final_frame: bool = False) -> dict[str, Any]:
         timing = self.gate.timing
         evidence = dict(self.private)
+        evidence["final_frame"] = self.render_now() if final_frame else None
         evidence.update(
             settle_success=self.settle_success,
             first_success_control=self.first_success_control,

@@ -64,6 +64,16 @@ class Observation:
     images: Mapping[str, np.ndarray]
     counters: Counters
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The read-only mapping does not pickle; rebuild it (for policies in another process).
+        return (_rebuild_observation, (self.language, dict(self.images), self.counters))
+
+
+def _rebuild_observation(language: str, images: dict[str, np.ndarray], counters: Counters) -> Observation:
+    for image in images.values():
+        image.setflags(write=False)
+    return Observation(language, MappingProxyType(images), counters)
+
 
 def transform_image(raw: Any, camera: str) -> np.ndarray:
     """Apply the retained camera transform (a 180-degree rotation) and check the result."""

@@ -56,6 +56,11 @@ def addoptions(parser: pytest.Parser) -> None:
                     action="store_true", default=False,
                     help="Run even if installed LIBERO files differ from the frozen inventory "
                          "(a warning is recorded on every result)")
+    group.addoption("--libero-output", dest="libero_output", default=None, metavar="DIR",
+                    help="Root folder of run outputs (default: reports/ under the rootdir); each run "
+                         "writes <root>/<policy profile>/<run id>/")
+    group.addoption("--libero-video", dest="libero_video", choices=("all", "failures", "none"), default="all",
+                    help="Which episodes keep an MP4 (default all)")
     group.addoption("--libero-service-timeout", dest="libero_service_timeout", type=float,
                     default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                     help=f"Deadline for each bench service reply (default {DEFAULT_TIMEOUT_S:g})")
@@ -70,6 +75,8 @@ class LiberoRun:
     policy: PolicySpec
     allow_source_mismatch: bool
     service_timeout_s: float
+    output_root: str | None
+    video: str
 
 
 def parse_task_ids(text: str) -> list[int]:
@@ -147,7 +154,8 @@ def build_run(config: pytest.Config) -> LiberoRun:
         raise pytest.UsageError(str(exc)) from None
     protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls)
     return LiberoRun(protocol=protocol, cells=cells, policy=spec,
-                     allow_source_mismatch=opt("libero_allow_source_mismatch"), service_timeout_s=timeout)
+                     allow_source_mismatch=opt("libero_allow_source_mismatch"), service_timeout_s=timeout,
+                     output_root=opt("libero_output"), video=opt("libero_video"))
 
 
 def _hook_names(config: pytest.Config) -> list[str]:

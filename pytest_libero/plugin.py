@@ -6,7 +6,10 @@ Imports nothing heavy: no simulator module is imported on collection or on the c
 from __future__ import annotations
 
 import importlib.util
+import os
+import time
 import warnings
+from pathlib import Path
 from typing import Any, Generator, Iterator
 
 import pytest
@@ -15,8 +18,10 @@ from pytest_libero import catalog
 from pytest_libero.catalog import Cell
 from pytest_libero.errors import EnvironmentFault, InventoryMismatch, PolicyLoadError
 from pytest_libero.options import LiberoRun, addoptions, build_run, is_libero_run
+from pytest_libero.records import RunDir, new_run_id, profile_slug
 
 RUN_KEY = pytest.StashKey[LiberoRun]()
+RUN_DIR_KEY = pytest.StashKey[RunDir]()
 RESULT_KEY = pytest.StashKey[Any]()
 
 
@@ -44,17 +49,28 @@ def pytest_libero_make_policy(config: pytest.Config, spec: Any) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     for suite in catalog.SUITES:
         config.addinivalue_line("markers", f"{suite}: LIBERO cells of suite {suite}")
-    config.stash[RUN_KEY] = build_run(config)
+    run = config.stash[RUN_KEY] = build_run(config)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "libero_run_dir" in workerinput:
+        config.stash[RUN_DIR_KEY] = RunDir(Path(workerinput["libero_run_dir"]))
+    else:
+        root = Path(run.output_root) if run.output_root else config.rootpath / "reports"
+        config.stash[RUN_DIR_KEY] = RunDir(root.resolve() / profile_slug(run.policy.name) / new_run_id())
     if is_libero_run(config) and config.args_source != pytest.Config.ArgsSource.ARGS:
         # No paths given: run the bundled evaluation cases (this works the same in this
         # checkout and when pytest-libero is pip-installed into another project).
         spec = importlib.util.find_spec("pytest_libero.cases")
         assert spec is not None and spec.submodule_search_locations
         config.args[:] = [list(spec.submodule_search_locations)[0]]
-    if not hasattr(config, "workerinput"):
+    if workerinput is None:
         from pytest_libero.accounting import Accounting
 
-        config.pluginmanager.register(Accounting(config), "libero-accounting")
+        accounting = Accounting(config, config.stash[RUN_DIR_KEY])
+        config.pluginmanager.register(accounting, "libero-accounting")
+        if config.pluginmanager.hasplugin("html"):
+            from pytest_libero.html_report import HtmlReport
+
+            config.pluginmanager.register(HtmlReport(accounting), "libero-html")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -88,9 +104,16 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    result = item.stash.get(RESULT_KEY, None)
-    if result is not None and (report.when == "call" or (report.when == "setup" and report.failed)):
-        report.libero = result.as_dict()  # type: ignore[attr-defined]  # builtins: crosses xdist
+    row = item.stash.get(RESULT_KEY, None)
+    if row is not None and (report.when == "call" or (report.when == "setup" and report.failed)):
+        report.libero = row  # type: ignore[attr-defined]  # plain builtins: crosses xdist
+        html_path = item.config.getoption("htmlpath", None)
+        if row.get("video") and html_path:
+            from pytest_html import extras
+
+            video = item.config.stash[RUN_DIR_KEY].path / row["video"]
+            relative = os.path.relpath(video, Path(html_path).resolve().parent)
+            report.extras = [*getattr(report, "extras", []), extras.video(relative, name=row["cell"])]
     return report
 
 
@@ -157,21 +180,23 @@ class Episode:
 @pytest.fixture
 def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run: LiberoRun,
                    libero_policy: Any, libero_service: Any, libero_source_check: list[str]) -> Episode:
-    """Run one episode of the policy on this item's cell (environment faults error the item)."""
-    from pytest_libero.policy import profile_of
+    """Run one episode of the policy on this item's cell and write its evidence.
+
+    Environment faults error the item; its record (and video so far) is written all the same.
+    """
+    from pytest_libero.episode_files import EpisodeFiles
     from pytest_libero.rollout import run_episode
 
+    files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
+                         worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time())
+    fault: EnvironmentFault | None = None
     try:
         result = run_episode(libero_service, libero_policy, libero_cell, libero_run.protocol,
-                             allow_source_mismatch=libero_run.allow_source_mismatch)
+                             allow_source_mismatch=libero_run.allow_source_mismatch, on_frame=files.frame)
     except EnvironmentFault as exc:
-        partial = getattr(exc, "partial", None)
-        if partial is not None:
-            partial.warnings.extend(libero_source_check)
-            partial.policy = profile_of(libero_policy, libero_run.policy)
-        request.node.stash[RESULT_KEY] = partial
-        pytest.fail(f"env_error: {exc}", pytrace=False)
+        fault, result = exc, exc.partial  # type: ignore[attr-defined]
     result.warnings.extend(libero_source_check)
-    result.policy = profile_of(libero_policy, libero_run.policy)
-    request.node.stash[RESULT_KEY] = result
+    request.node.stash[RESULT_KEY] = files.write(result)
+    if fault is not None:
+        pytest.fail(f"env_error: {fault}", pytrace=False)
     return Episode(result)

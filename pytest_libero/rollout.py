@@ -10,16 +10,18 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Callable, Literal, Protocol
 
 import numpy as np
 
 from pytest_libero.catalog import Cell
 from pytest_libero.contract import STOP, Counters, seal_observation, validate_chunk
 from pytest_libero.errors import ActionError, EnvironmentFault
+from pytest_libero.evidence import image_hashes
 from pytest_libero.protocol import Protocol as EvalProtocol
 
 Outcome = Literal["success", "failure", "policy_error", "env_error"]
+FrameSink = Callable[[Any, bool], None]  # (images, is_first_success_frame)
 Termination = Literal["success", "truncation", "policy_stop", "policy_error", "env_error"]
 
 
@@ -30,7 +32,7 @@ class Service(Protocol):
 
     def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]: ...
 
-    def finish(self) -> dict[str, Any]: ...
+    def finish(self, final_frame: bool = False) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -56,6 +58,7 @@ class EpisodeResult:
     replan_interval: int = 0
     first_success_control: int | None = None
     first_success_policy_call: int | None = None
+    observations: list[dict[str, Any]] = field(default_factory=list)
     chunks: list[dict[str, Any]] = field(default_factory=list)
     timing: dict[str, float] = field(default_factory=dict)
     private: dict[str, Any] = field(default_factory=dict)
@@ -74,8 +77,12 @@ class EpisodeResult:
 
 
 def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol,
-                allow_source_mismatch: bool = False) -> EpisodeResult:
-    """Run one episode of `policy` on `cell` under `protocol`."""
+                allow_source_mismatch: bool = False, on_frame: FrameSink | None = None) -> EpisodeResult:
+    """Run one episode of `policy` on `cell` under `protocol`.
+
+    Every delivered observation is hashed into `result.observations` and, with `on_frame`, passed
+    on (for the video) together with a final frame rendered when the episode ends.
+    """
     result = EpisodeResult(
         cell_id=cell.id, suite=cell.suite, task_index=cell.task_index, init_index=cell.init_index,
         seed=cell.seed, control_cap=protocol.control_cap(cell.suite), cap_source=protocol.cap_source(cell.suite),
@@ -103,7 +110,12 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
         while images is not None:
             counters = Counters(result.policy_calls, result.action_decisions, result.executed_controls)
             observation = seal_observation(result.language, images, counters)
+            if on_frame is not None:
+                on_frame(observation.images, False)
             result.policy_calls += 1
+            result.observations.append({"policy_call": result.policy_calls,
+                                        "executed_controls": result.executed_controls,
+                                        "sha256": image_hashes(observation.images)})
             tick = time.perf_counter()
             try:
                 raw = policy.act(observation)
@@ -123,6 +135,8 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
             try:
                 chunk = validate_chunk(raw)
             except ActionError as exc:
+                result.chunks.append({"policy_call": result.policy_calls, "invalid": _describe_raw(raw),
+                                      "executed": 0})
                 _policy_fault(result, f"invalid action at policy call {result.policy_calls}: {exc}", None)
                 break
             result.action_decisions += 1
@@ -130,8 +144,8 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
             last_call = result.max_policy_calls is not None and result.policy_calls >= result.max_policy_calls
             step = service.submit(prefix, deliver=not last_call)
             result.executed_controls = step["executed_total"]
-            result.chunks.append({"policy_call": result.policy_calls, "shape": list(chunk.shape),
-                                  "executed": step["executed"]})
+            result.chunks.append({"policy_call": result.policy_calls, "returned": chunk.tolist(),
+                                  "dtype": str(np.asarray(raw).dtype), "executed": step["executed"]})
             if step["success"]:
                 result.first_success_control = result.executed_controls
                 result.first_success_policy_call = result.policy_calls
@@ -143,7 +157,10 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
                 result.message = f"no native success within the cap: {result.counters_text()}"
                 break
             images = step["observation"]
-        result.private = service.finish()
+        result.private = service.finish(final_frame=on_frame is not None)
+        final_frame = result.private.pop("final_frame", None)
+        if on_frame is not None and final_frame is not None:
+            on_frame(final_frame, result.outcome == "success")
         if result.private.get("first_success_control") != result.first_success_control:
             raise EnvironmentFault("service and engine disagree on the first-success control")
         result.timing = dict(result.private.pop("timing", {}), policy_s=policy_s)
@@ -162,3 +179,10 @@ def _policy_fault(result: EpisodeResult, message: str, exc: BaseException | None
     result.message = f"{message} ({result.counters_text()})"
     if exc is not None:
         result.error = "".join(traceback.format_exception(exc))
+
+
+def _describe_raw(raw: Any) -> dict[str, Any]:
+    """What an invalid return value was, without trusting it to serialize."""
+    shape = getattr(raw, "shape", None)
+    return {"type": type(raw).__name__, "dtype": str(getattr(raw, "dtype", "")) or None,
+            "shape": list(shape) if isinstance(shape, tuple) else None, "repr": repr(raw)[:300]}

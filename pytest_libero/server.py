@@ -55,7 +55,7 @@ def _answer(conn: Any) -> None:
                 value = episode.submit(**payload)
             elif op == "finish":
                 assert episode is not None, "finish before start"
-                value, episode = episode.finish(), None
+                value, episode = episode.finish(**(payload or {})), None
             elif op == "close":
                 conn.send(("ok", None))
                 break

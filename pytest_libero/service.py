@@ -92,8 +92,8 @@ class BenchService:
     def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]:
         return self.request("submit", {"chunk": chunk, "deliver": deliver})  # type: ignore[no-any-return]
 
-    def finish(self) -> dict[str, Any]:
-        return self.request("finish")  # type: ignore[no-any-return]
+    def finish(self, final_frame: bool = False) -> dict[str, Any]:
+        return self.request("finish", {"final_frame": final_frame})  # type: ignore[no-any-return]
 
     def close(self) -> None:
         if self._process is not None and self._process.poll() is None and self._conn is not None:

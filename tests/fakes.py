@@ -51,6 +51,8 @@ class FakeService:
         return {"executed": self.executed - before, "executed_total": self.executed, "success": False,
                 "truncated": truncated, "observation": observation}
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, final_frame: bool = False) -> dict[str, Any]:
         return {"first_success_control": self.first, "executed_controls": self.executed,
-                "timing": {"setup_s": 0.0}}
+                "timing": {"setup_s": 0.0}, "final_frame": blank_images() if final_frame else None,
+                "bddl_sha256": "0" * 64, "init_states_file_sha256": "1" * 64,
+                "selected_state_sha256": "2" * 64, "final_state_sha256": "3" * 64}

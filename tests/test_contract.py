@@ -100,3 +100,15 @@ def test_seal_rejects_anything_beyond_the_contract(language, images, message):
     with pytest.raises(EnvironmentFault) as info:
         seal_observation(language, images or {}, Counters())
     assert message in str(info.value)
+
+
+def test_observation_pickles_and_stays_read_only():
+    import pickle
+
+    observation = seal_observation("open the drawer", images_from_native(native()), Counters(1, 1, 5))
+    copy = pickle.loads(pickle.dumps(observation))
+    assert copy.language == observation.language and copy.counters == observation.counters
+    np.testing.assert_array_equal(copy.images["agentview"], observation.images["agentview"])
+    assert not copy.images["agentview"].flags.writeable
+    with pytest.raises(TypeError):
+        copy.images["x"] = 1  # type: ignore[index]

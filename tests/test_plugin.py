@@ -6,6 +6,7 @@ tests exercise the plugin's own logic; tests/test_real_libero.py runs the real s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -102,7 +103,7 @@ def test_k_matches_task_names(pytester):
 
 @pytest.mark.parametrize("args, message", [
     (["--libero-scope", "development", "--libero-task-ids", "5"], "*allows LIBERO-10 task ids 0-4*"),
-    (["--libero-policy", "zer0"], "*Unknown policy 'zer0'. Did you mean 'zero'? Available: random, zero*"),
+    (["--libero-policy", "zer0"], "*Unknown policy 'zer0'. Did you mean 'zero'? Available: *random, *zero*"),
     (["--libero-budget", "horizon", "--libero-max-policy-calls", "3"], "*applies only with --libero-budget decisions*"),
     (["--libero-policy", "missing.py:build"], "*file 'missing.py' does not exist*"),
     (["--libero-policy-kwargs", "{bad"], "*not valid JSON*"),
@@ -130,7 +131,7 @@ def test_success_passes_and_records_first_success(fake_run):
                       "development", success_at=7)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
-        "libero_10-t00-s00 * PASSED * success/success: 2 policy calls, 2 decisions, 7 controls*"
+        "libero_10-t00-s00 * PASSED * success/success: 2 calls, 2 decisions, 7 controls*"
         "first success at control 7 (policy call 2)*",
         "LIBERO: selected 1 = passed 1 + failed 0 + errored 0 + unattempted 0",
     ])
@@ -227,14 +228,6 @@ def libero_service():
     return FakeService()
 """
 
-# A -p plugin, not a conftest hook: the bundled cases live in the installed package, outside
-# this directory, so item-level hooks of this directory's conftest.py do not apply to them.
-RECORDER = """
-def pytest_runtest_logreport(report):
-    if getattr(report, "libero", None):
-        print("RECORD-WARNINGS", report.nodeid.split("[")[1], len(report.libero["warnings"]))
-"""
-
 
 def test_source_mismatch_errors_every_item_naming_the_file(pytester):
     pytester.makepyfile(fakes=FAKES)
@@ -246,11 +239,14 @@ def test_source_mismatch_errors_every_item_naming_the_file(pytester):
 
 
 def test_source_mismatch_opt_out_warns_and_records_it_on_every_result(pytester):
-    pytester.makepyfile(fakes=FAKES, recorder=RECORDER)
+    pytester.makepyfile(fakes=FAKES)
     pytester.makeconftest(MISMATCH_CONFTEST)
-    pytester.syspathinsert()
-    result = pytester.runpytest("-p", "recorder", "--libero-scope", "development", "--libero-allow-source-mismatch",
+    result = pytester.runpytest("--libero-scope", "development", "--libero-allow-source-mismatch",
                                 "--libero-budget", "decisions", "--libero-max-policy-calls", "1")
     result.assert_outcomes(failed=2, warnings=result.parseoutcomes()["warnings"])
-    result.stdout.fnmatch_lines(["*RECORD-WARNINGS libero_10-t00-s00] 1*", "*RECORD-WARNINGS libero_10-t01-s00] 1*",
-                                 "*LiberoSourceWarning: 1 installed LIBERO file(s) do not match*"])
+    result.stdout.fnmatch_lines(["*LiberoSourceWarning: 1 installed LIBERO file(s) do not match*"])
+    records = sorted((pytester.path / "reports").glob("zero/*/episodes/*.json"))
+    assert [r.name for r in records] == ["libero_10-t00-s00.json", "libero_10-t01-s00.json"]
+    for record in records:
+        assert json.loads(record.read_text())["warnings"] == [
+            "1 installed LIBERO file(s) do not match: BDDL file differs: /x/libero_10/t.bddl"]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+
+from evidence_helpers import check_videos, records, run_dirs
 
 from pytest_libero.catalog import Cell
 from pytest_libero.protocol import Protocol
@@ -87,14 +91,27 @@ def test_rendering_only_delivered_observations_is_bit_identical_to_the_native_lo
     assert result.timing["renders"] == 6  # 3 deliveries x 2 cameras
 
 
-def test_zero_policy_decisions_budget_counts(pytester):
+def test_zero_policy_decisions_budget_counts_and_evidence(pytester):
     result = pytester.runpytest_subprocess(
         "--libero-scope", "development", "--libero-policy", "zero", "--libero-budget", "decisions",
-        "--libero-max-policy-calls", "3", "--libero-replan-interval", "5")
+        "--libero-max-policy-calls", "3", "--libero-replan-interval", "5", "--html=report.html")
     result.assert_outcomes(failed=2)
     line = ("failure: no native success within the cap: 3 policy calls, 3 action decisions, "
             "15 executed controls, 10 settling controls*")
     result.stdout.fnmatch_lines([line, line, "LIBERO: selected 2 = passed 0 + failed 2 + errored 0 + unattempted 0"])
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    found = records(run_dir)
+    assert sorted(found) == ["libero_10-t00-s00", "libero_10-t01-s00"]
+    check_videos(run_dir, found)
+    for record in found.values():
+        assert record["video"]["frames"] == 4  # 3 delivered observations + the final state
+        assert record["counters"]["settling_controls"] == 10 and record["counters"]["executed_controls"] == 15
+        assert record["identities"]["model_profile"]["kind"] == "diagnostic"
+        assert record["identities"]["versions"]["mujoco"] == "3.2.3"
+        assert set(record["timing"]) >= {"setup_s", "settle_s", "simulation_s", "rendering_s", "policy_s"}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["suites"]["libero_10"]["success_rate_errors_excluded"]["ci95"][1] > 0
+    assert "LIBERO results" in (pytester.path / "report.html").read_text()
 
 
 def test_invalid_actions_fail_the_item_and_never_reach_the_simulator(pytester):
@@ -125,7 +142,7 @@ def test_killing_the_simulator_errors_that_item_only(pytester):
     result.stdout.fnmatch_lines([
         "*ERROR at setup of test_rollout[[]libero_10-t00-s00[]]*",
         "*env_error: bench service process died during 'submit' (exit code -9)*",
-        "libero_10-t01-s00 * FAILED * failure/truncation: 3 policy calls*",
+        "libero_10-t01-s00 * FAILED * failure/truncation: 3 calls*",
         "LIBERO: selected 2 = passed 0 + failed 1 + errored 1 + unattempted 0",
     ])
 
@@ -141,3 +158,54 @@ def test_a_stale_user_libero_config_cannot_redirect_the_bundled_files(pytester, 
         "--libero-budget", "decisions", "--libero-max-policy-calls", "1")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*1 policy calls, 1 action decisions, 5 executed controls*"])
+
+
+SPY = """
+import dataclasses
+import pickle
+import numpy as np
+
+class Spy:
+    def __init__(self):
+        self.seen = []
+    def reset(self, language):
+        self.seen.append(("reset", language))
+    def act(self, observation):
+        self.seen.append(("act", {
+            "type": type(observation).__name__, "fields": sorted(type(observation).__slots__),
+            "language": observation.language, "images": {k: np.array(v) for k, v in observation.images.items()},
+            "counters": dataclasses.asdict(observation.counters), "repr": repr(observation)}))
+        return np.tile([0.0] * 6 + [-1.0], (5, 1))
+    def close(self):
+        with open("policy_inputs.pkl", "wb") as f:
+            pickle.dump(self.seen, f)
+"""
+
+
+def test_the_policy_receives_only_the_contract_and_the_record_keeps_the_rest(pytester):
+    import pickle
+
+    pytester.makepyfile(spy=SPY)
+    result = pytester.runpytest_subprocess(
+        "--libero-scope", "development", "--libero-task-ids", "3", "--libero-policy", "spy.py:Spy",
+        "--libero-budget", "decisions", "--libero-max-policy-calls", "2")
+    result.assert_outcomes(failed=1)
+    seen = pickle.loads((pytester.path / "policy_inputs.pkl").read_bytes())
+    assert [kind for kind, _ in seen] == ["reset", "act", "act"]
+    language = seen[0][1]
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    record = records(run_dir)["libero_10-t03-s00"]
+    forbidden = {str(v) for v in record["private"].values()} | {
+        record["cell"]["task_name"], record["cell"]["suite"], str(record["cell"]["seed"])}
+    for _, observation in seen[1:]:
+        assert observation["type"] == "Observation"
+        assert observation["fields"] == ["counters", "images", "language"]
+        assert observation["language"] == language == record["cell"]["language"]
+        assert sorted(observation["images"]) == ["agentview", "robot0_eye_in_hand"]
+        assert all(i.dtype == np.uint8 and i.shape == (256, 256, 3) for i in observation["images"].values())
+        assert sorted(observation["counters"]) == ["action_decisions", "executed_controls", "policy_calls"]
+        text = observation["repr"] + pickle.dumps(observation).hex()
+        for secret in forbidden:
+            assert secret not in text and secret.encode().hex() not in text
+    assert all(len(v) == 64 for v in record["private"].values())
+    assert record["cell"]["seed"] == 20260907 and record["cell"]["init_index"] == 0

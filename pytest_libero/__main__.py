@@ -1,0 +1,33 @@
+"""Command line: `python -m pytest_libero report RUN_DIR` rebuilds a run's derived files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_libero")
+    commands = parser.add_subparsers(dest="command", required=True)
+    report = commands.add_parser("report", help="rebuild summary.json and report.html from episode files")
+    report.add_argument("run_dir", type=Path, help="a run folder: reports/<profile>/<run-id>")
+    args = parser.parse_args(argv)
+    run_dir: Path = args.run_dir
+    if not (run_dir / "episodes").is_dir() and not (run_dir / "selection.json").is_file():
+        parser.error(f"{run_dir} is not a pytest-libero run folder (no episodes/ or selection.json); "
+                     "pass reports/<profile>/<run-id>")
+    from pytest_libero.summary import rebuild
+
+    summary = rebuild(run_dir)
+    o = summary["overall"]
+    print(f"selected {o['selected']} = passed {o['passed']} + failed {o['failed']} + errored {o['errored']} "
+          f"+ unattempted {o['unattempted']}")
+    for problem in summary["unreadable_records"]:
+        print(f"unreadable record: {problem}", file=sys.stderr)
+    print(f"wrote {run_dir / 'summary.json'} and {run_dir / 'report.html'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

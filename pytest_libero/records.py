@@ -1,0 +1,134 @@
+"""The run folder and the episode record: what one episode leaves on disk.
+
+    <root>/<profile>/<run-id>/
+        run.json            manifest (identities, protocol, command line, machine), by the controller
+        selection.json      the selected cell ids, by the controller once collection is known
+        episodes/<cell>.json  one record per episode, by the process that ran (or lost) it
+        videos/<cell>.mp4   agentview | wrist, one frame per delivered observation + the last state
+        summary.json, success_rates.png, report.html   derived: rebuilt from the files above
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_libero import catalog
+from pytest_libero.evidence import RECORD_SCHEMA_VERSION, versions, write_json_atomic
+from pytest_libero.inventory import UPSTREAM
+
+OUTCOMES = ("success", "failure", "policy_error", "env_error", "crashed", "not_run")
+
+
+def profile_slug(policy_name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", policy_name).strip("-.") or "policy"
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+@dataclass(frozen=True, slots=True)
+class RunDir:
+    path: Path
+
+    @property
+    def episodes(self) -> Path:
+        return self.path / "episodes"
+
+    @property
+    def videos(self) -> Path:
+        return self.path / "videos"
+
+    def record_path(self, cell_id: str) -> Path:
+        return self.episodes / f"{cell_id}.json"
+
+    def video_path(self, cell_id: str) -> Path:
+        return self.videos / f"{cell_id}.mp4"
+
+
+def machine() -> dict[str, Any]:
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return {"hostname": socket.gethostname(), "platform": sys.platform, "cpus": os.cpu_count(),
+            "cuda_visible_devices": gpus, "mujoco_gl": os.environ.get("MUJOCO_GL", "egl (default)")}
+
+
+def run_manifest(run_id: str, profile: str, protocol: dict[str, Any], identity: str,
+                 policy: dict[str, Any], argv: list[str]) -> dict[str, Any]:
+    return {"schema_version": RECORD_SCHEMA_VERSION, "run_id": run_id, "profile": profile,
+            "protocol": {"identity": identity, "settings": protocol}, "policy": policy,
+            "source": UPSTREAM, "versions": versions(), "command_line": argv, "machine": machine(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def cell_fields(cell_id: str) -> dict[str, Any]:
+    parsed = catalog.parse_cell_id(cell_id)
+    assert parsed is not None, cell_id
+    suite, task, init = parsed
+    entry = catalog.entry(suite, task)
+    return {"id": cell_id, "suite": suite, "task_index": task, "task_name": entry["task_name"],
+            "language": entry["language"], "init_index": init, "task_order_index": 0,
+            "seed": 20260907}
+
+
+def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dict[str, Any],
+                   video: dict[str, Any] | None, worker: str, started: float) -> dict[str, Any]:
+    """The record of a finished (or failed) episode, from the engine's EpisodeResult."""
+    private = dict(result.private)
+    timing = dict(result.timing)
+    timing["wall_s"] = time.time() - started
+    return {
+        "schema_version": RECORD_SCHEMA_VERSION,
+        "cell": dict(cell_fields(result.cell_id), seed=result.seed),
+        "identities": {"source": UPSTREAM, "versions": versions(),
+                       "protocol": {"identity": result.protocol_identity, "settings": protocol},
+                       "model_profile": policy_profile},
+        "private": {k: private.get(k) for k in ("bddl_sha256", "init_states_file_sha256",
+                                                "selected_state_sha256", "final_state_sha256")},
+        "counters": {k: getattr(result, k) for k in (
+            "policy_calls", "action_decisions", "executed_controls", "settling_controls", "control_cap",
+            "max_policy_calls", "replan_interval")} | {"cap_source": result.cap_source},
+        "outcome": {"outcome": result.outcome, "termination": result.termination,
+                    "terminated": result.outcome == "success", "truncated": result.termination == "truncation",
+                    "first_success_control": result.first_success_control,
+                    "first_success_policy_call": result.first_success_policy_call,
+                    "message": result.message},
+        "errors": [{"message": result.message, "traceback": result.error}] if result.error else [],
+        "warnings": list(result.warnings),
+        "observations": result.observations,
+        "chunks": result.chunks,
+        "timing": timing,
+        "video": video,
+        "worker": worker,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: dict[str, Any],
+                       identity: str, policy_profile: dict[str, Any], worker: str) -> dict[str, Any]:
+    """A record for an episode nobody could record: a crashed worker's, or one never run."""
+    return {
+        "schema_version": RECORD_SCHEMA_VERSION, "cell": cell_fields(cell_id),
+        "identities": {"source": UPSTREAM, "versions": versions(),
+                       "protocol": {"identity": identity, "settings": protocol},
+                       "model_profile": policy_profile},
+        "private": None, "counters": None,
+        "outcome": {"outcome": outcome, "termination": outcome, "terminated": False, "truncated": False,
+                    "first_success_control": None, "first_success_policy_call": None, "message": message},
+        "errors": [{"message": message, "traceback": None}] if outcome == "crashed" else [],
+        "warnings": [], "observations": [], "chunks": [], "timing": {}, "video": None, "worker": worker,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def write_record(run: RunDir, record: dict[str, Any]) -> Path:
+    path = run.record_path(record["cell"]["id"])
+    write_json_atomic(path, record)
+    return path

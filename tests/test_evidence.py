@@ -1,0 +1,178 @@
+"""Evidence: records, videos, summary, HTML, crash handling and crash-safe writes (fake service)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evidence_helpers import check_videos, html_rows, records, run_dirs
+from pytest_libero.evidence import is_temporary, write_json_atomic
+from pytest_libero.summary import wilson
+
+FAKES = (Path(__file__).parent / "fakes.py").read_text()
+CONFTEST = """
+import pytest
+from fakes import FakeService
+
+@pytest.fixture(scope="session")
+def libero_service():
+    return FakeService(success_at={success_at!r})
+
+@pytest.fixture(scope="session")
+def libero_source_check():
+    return []
+"""
+POLICY = """
+import os, time
+import numpy as np
+
+class Hold:
+    def __init__(self, crash_on=None, pause=0.0):
+        self.crash_on, self.pause = crash_on, pause
+    def reset(self, language): pass
+    def act(self, observation):
+        if self.crash_on and os.environ.get("PYTEST_XDIST_WORKER") == self.crash_on:
+            os._exit(7)
+        time.sleep(self.pause)
+        return np.tile([0.0] * 6 + [-1.0], (5, 1))
+    def close(self): pass
+"""
+
+
+@pytest.fixture
+def project(pytester):
+    pytester.makepyfile(fakes=FAKES, policy=POLICY)
+
+    def configure(success_at=None):
+        pytester.makeconftest(CONFTEST.format(success_at=success_at))
+
+    configure()
+    return configure
+
+
+def test_wilson_interval_comes_from_scipy_and_brackets_the_rate():
+    stat = wilson(3, 10)
+    assert stat["rate"] == 0.3 and stat["ci95"] == pytest.approx([0.1078, 0.6032], abs=1e-4)
+    assert wilson(0, 0) == {"rate": None, "ci95": None, "successes": 0, "trials": 0}
+
+
+def test_atomic_json_leaves_no_temporary(tmp_path):
+    write_json_atomic(tmp_path / "a" / "x.json", {"k": 1})
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["x.json"]
+    assert is_temporary(Path(".x.123.tmp.json")) and not is_temporary(Path("x.json"))
+
+
+def test_two_cells_leave_records_videos_summary_and_html(pytester, project):
+    project(success_at=12)
+    result = pytester.runpytest("--libero-scope", "development", "--libero-policy", "policy.py:Hold",
+                                "--libero-budget", "decisions", "--libero-max-policy-calls", "2",
+                                "--html=review/report.html")
+    result.assert_outcomes(failed=2)
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    found = records(run_dir)
+    assert sorted(found) == ["libero_10-t00-s00", "libero_10-t01-s00"]
+    check_videos(run_dir, found)
+    record = found["libero_10-t00-s00"]
+    assert record["video"]["frames"] == 3  # two delivered observations + the final state
+    assert [o["policy_call"] for o in record["observations"]] == [1, 2]
+    assert record["chunks"][0]["returned"][0] == [0.0] * 6 + [-1.0] and record["chunks"][0]["executed"] == 5
+    assert record["private"]["bddl_sha256"] == "0" * 64 and record["cell"]["seed"] == 20260907
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["overall"]["selected"] == 2 and summary["overall"]["failed"] == 2
+    assert summary["overall"]["success_rate_errors_excluded"]["ci95"] == pytest.approx([0.0, 0.6576], abs=1e-4)
+    assert summary["run"]["command_line"] and summary["run"]["protocol"]["identity"].startswith("sha256:")
+    html = (pytester.path / "review" / "report.html").read_text()
+    for cell in found:
+        assert f"../reports/policy.py-Hold/{run_dir.name}/videos/{cell}.mp4" in html
+    assert "LIBERO results" in html and "data:image/png;base64," in html
+    standalone = (run_dir / "report.html").read_text()
+    assert 'src="videos/libero_10-t01-s00.mp4"' in standalone and "selected 2 = passed 0" in standalone
+
+
+def test_success_marks_the_first_success_frame_and_keeps_only_failure_videos_on_request(pytester, project):
+    project(success_at=7)
+    result = pytester.runpytest("--libero-scope", "development", "--libero-task-ids", "0",
+                                "--libero-policy", "policy.py:Hold", "--libero-video", "failures")
+    result.assert_outcomes(passed=1)
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    record = records(run_dir)["libero_10-t00-s00"]
+    assert record["video"] is None and not list((run_dir / "videos").glob("*"))
+    assert record["outcome"]["first_success_control"] == 7 and record["outcome"]["terminated"]
+
+
+def test_report_command_rebuilds_from_episode_files_alone(pytester, project):
+    pytester.runpytest("--libero-scope", "development", "--libero-policy", "policy.py:Hold",
+                       "--libero-budget", "decisions", "--libero-max-policy-calls", "1")
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    before = json.loads((run_dir / "summary.json").read_text())
+    for derived in ("summary.json", "report.html", "success_rates.png"):
+        (run_dir / derived).unlink()
+    done = subprocess.run([sys.executable, "-m", "pytest_libero", "report", str(run_dir)],
+                          capture_output=True, text=True, check=True)
+    assert "selected 2 = passed 0 + failed 2 + errored 0 + unattempted 0" in done.stdout
+    after = json.loads((run_dir / "summary.json").read_text())
+    assert after["overall"] == before["overall"] and after["episodes"] == before["episodes"]
+
+
+def test_report_command_names_a_wrong_folder(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pytest_libero", "report", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "is not a pytest-libero run folder" in done.stderr
+
+
+def test_xdist_worker_crash_is_an_errored_row_everywhere(pytester, project):
+    result = pytester.runpytest("-n", "2", "--libero-scope", "development", "--libero-policy", "policy.py:Hold",
+                                "--libero-policy-kwargs", '{"crash_on": "gw0"}', "--libero-budget", "decisions",
+                                "--libero-max-policy-calls", "1", "--html=report.html")
+    result.stdout.fnmatch_lines(["*worker crashed while running libero_10-t0?-s00*",
+                                 "LIBERO: selected 2 = passed 0 + failed 1 + errored 1 + unattempted 0"])
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    outcomes = {c: r["outcome"]["outcome"] for c, r in records(run_dir).items()}
+    assert sorted(outcomes.values()) == ["crashed", "failure"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["overall"]["errored"] == 1 and summary["overall"]["by_outcome"]["crashed"] == 1
+    crashed = next(c for c, o in outcomes.items() if o == "crashed")
+    rows = html_rows((pytester.path / "report.html").read_text())
+    results = {nodeid.split("[")[1].rstrip("]"): [r["result"] for r in entries] for nodeid, entries in rows.items()}
+    assert results[crashed] == ["Error"] and sorted(results) == sorted(outcomes)
+    row = json.dumps(rows[f"test_libero.py::test_rollout[{crashed}]"])
+    assert "crashed while running" in row and "<td>crashed</td>" in row
+
+
+@pytest.mark.parametrize("records_before_kill", [0, 1, 3])
+def test_sigkill_of_the_whole_run_leaves_consistent_evidence(pytester, project, records_before_kill):
+    env = dict(os.environ, PYTHONPATH=str(pytester.path))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--libero-scope", "development",
+         "--libero-task-ids", "0,1,2,3,4", "--libero-policy", "policy.py:Hold", "--libero-policy-kwargs",
+         '{"pause": 0.05}', "--libero-budget", "decisions", "--libero-max-policy-calls", "6"],
+        cwd=pytester.path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        done = list((pytester.path / "reports").glob("*/*/episodes/*.json"))
+        if (pytester.path / "reports").exists() and len([p for p in done if not is_temporary(p)]) >= records_before_kill \
+                and list((pytester.path / "reports").glob("*/*/selection.json")):
+            break
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    found = records(run_dir)
+    assert len(found) >= records_before_kill
+    check_videos(run_dir, found)
+    for partial in run_dir.rglob(".*"):
+        assert is_temporary(partial), partial
+    done = subprocess.run([sys.executable, "-m", "pytest_libero", "report", str(run_dir)],
+                          capture_output=True, text=True, check=True)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    o = summary["overall"]
+    assert o["selected"] == 5 == o["passed"] + o["failed"] + o["errored"] + o["unattempted"]
+    assert o["unattempted"] == 5 - len(found) and summary["unreadable_records"] == []
+    assert f"unattempted {5 - len(found)}" in done.stdout
