@@ -52,7 +52,7 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 <td>{{ e.outcome }}{% if e.termination %} / {{ e.termination }}{% endif %}
 {% if e.kind == "diagnostic" %}<br><em>infrastructure diagnostic</em>{% endif %}</td>
 <td>{{ counters(e) }}</td><td>{{ e.message }}</td>
-<td>{% if e.video %}<video controls preload="none" src="{{ e.video }}"></video><br>
+<td>{% if e.video %}<video controls preload="metadata" src="{{ e.video }}"></video><br>
 <a href="{{ e.video }}">{{ e.video }}</a>{% endif %}</td></tr>
 {% endfor %}
 </table>

@@ -11,10 +11,12 @@
 from __future__ import annotations
 
 import os
+import platform
 import re
 import secrets
+import shutil
 import socket
-import sys
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,9 +57,31 @@ class RunDir:
 
 
 def machine() -> dict[str, Any]:
-    gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return {"hostname": socket.gethostname(), "platform": sys.platform, "cpus": os.cpu_count(),
-            "cuda_visible_devices": gpus, "mujoco_gl": os.environ.get("MUJOCO_GL", "egl (default)")}
+    return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "memory_gib": _memory_gib(), "gpus": _gpus(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "mujoco_gl": os.environ.get("MUJOCO_GL", "egl (default)")}
+
+
+def _memory_gib() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as stream:
+            kib = int(stream.readline().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(kib / 2**20, 1)
+
+
+def _gpus() -> list[str]:
+    """GPU names and UUIDs from nvidia-smi when there is one; empty on CPU-only machines."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
 
 
 def run_manifest(run_id: str, profile: str, protocol: dict[str, Any], identity: str,
