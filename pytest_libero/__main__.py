@@ -19,7 +19,13 @@ def main(argv: list[str] | None = None) -> int:
                      "pass reports/<profile>/<run-id>")
     from pytest_libero.summary import rebuild
 
-    summary = rebuild(run_dir)
+    from pytest_libero.errors import LiberoError
+
+    try:
+        summary = rebuild(run_dir)
+    except LiberoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     o = summary["overall"]
     print(f"selected {o['selected']} = passed {o['passed']} + failed {o['failed']} + errored {o['errored']} "
           f"+ unattempted {o['unattempted']}")

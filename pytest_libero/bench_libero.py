@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from pytest_libero import catalog
-from pytest_libero.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, images_from_native
+from pytest_libero.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, images_from_native, state_from_native
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.inventory import InstalledLibero, sha256_array, sha256_file
 
@@ -101,7 +101,7 @@ class LiberoEpisode:
     """One native episode: built by `start`, advanced by `submit`, closed by `finish`."""
 
     def __init__(self, cell: dict[str, Any], control_cap: int, settle_controls: int,
-                 allow_mismatch: bool) -> None:
+                 allow_mismatch: bool, track: str = "rgb") -> None:
         start = time.perf_counter()
         suite, task_index, init_index = cell["suite"], cell["task_index"], cell["init_index"]
         entry = catalog.entry(suite, task_index)
@@ -124,6 +124,7 @@ class LiberoEpisode:
             raise EnvironmentFault(f"{', '.join(mismatched)} of {suite} task {task_index} differ from the inventory")
         self.private["source_mismatch"] = mismatched
         self.language = entry["language"]
+        self.track = track
         self.control_cap = control_cap
         self.executed = 0
         self.first_success_control: int | None = None
@@ -164,6 +165,9 @@ class LiberoEpisode:
     def observation(self, raw: Any) -> dict[str, np.ndarray]:
         return images_from_native(raw)
 
+    def state(self, raw: Any) -> np.ndarray | None:
+        return state_from_native(raw, self.track)
+
     def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]:
         """Execute the chunk (already the declared prefix) up to the first success or the cap."""
         from pytest_libero.contract import validate_chunk
@@ -190,11 +194,11 @@ class LiberoEpisode:
                 break
         self.gate.open = False
         truncated = not success and self.executed >= self.control_cap
-        delivered = None
+        delivered = state = None
         if not success and not truncated and render_last:
-            delivered = self.observation(raw)
+            delivered, state = self.observation(raw), self.state(raw)
         return {"executed": executed_now, "executed_total": self.executed, "success": success,
-                "truncated": truncated, "observation": delivered}
+                "truncated": truncated, "observation": delivered, "state": state}
 
     def render_now(self) -> dict[str, np.ndarray]:
         """Render both cameras at the current state (for the video's last frame; no physics)."""

@@ -22,6 +22,15 @@ ACTION_DIM: Final = 7
 ACTION_LOW: Final = -1.0
 ACTION_HIGH: Final = 1.0
 SETTLE_ACTION: Final = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
+# Observation tracks: what besides language and images the policy receives. Each is part of the
+# protocol identity; results of different tracks are never comparable.
+#   rgb            nothing else (the default protocol)
+#   rgb+proprio    7 arm joint + 2 gripper finger encoders (9,)
+#   openpi-compat  eef position (3) + eef axis-angle (3) + gripper qpos (2) = (8,), the state
+#                  openpi / OpenVLA-OFT LIBERO checkpoints expect; it exposes end-effector
+#                  state, so it is a named compatibility track, reported separately
+TRACKS: Final = ("rgb", "rgb+proprio", "openpi-compat")
+STATE_DIMS: Final = {"rgb": None, "rgb+proprio": 9, "openpi-compat": 8}
 
 
 class _Stop:
@@ -55,24 +64,47 @@ class Counters:
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """Everything a policy may see: task language, two RGB images, counters.
+    """Everything a policy may see: task language, two RGB images, counters, and the track's state.
 
     Images are uint8, C-contiguous, read-only, 256x256x3, already transformed image[::-1, ::-1].
+    `state` is None on the default rgb track; a read-only float64 vector on the others.
     """
 
     language: str
     images: Mapping[str, np.ndarray]
     counters: Counters
+    state: np.ndarray | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The read-only mapping does not pickle; rebuild it (for policies in another process).
-        return (_rebuild_observation, (self.language, dict(self.images), self.counters))
+        return (_rebuild_observation, (self.language, dict(self.images), self.counters, self.state))
 
 
-def _rebuild_observation(language: str, images: dict[str, np.ndarray], counters: Counters) -> Observation:
-    for image in images.values():
-        image.setflags(write=False)
-    return Observation(language, MappingProxyType(images), counters)
+def _rebuild_observation(language: str, images: dict[str, np.ndarray], counters: Counters,
+                         state: np.ndarray | None = None) -> Observation:
+    for array in [*images.values(), *([state] if state is not None else [])]:
+        array.setflags(write=False)
+    return Observation(language, MappingProxyType(images), counters, state)
+
+
+def state_from_native(raw: Mapping[str, Any], track: str) -> np.ndarray | None:
+    """The track's state vector from a native robosuite observation (None on the rgb track)."""
+    if track == "rgb":
+        return None
+    try:
+        if track == "rgb+proprio":
+            parts = [raw["robot0_joint_pos"], raw["robot0_gripper_qpos"]]
+        elif track == "openpi-compat":
+            from robosuite.utils.transform_utils import quat2axisangle  # service side only
+
+            # quat2axisangle clips its argument in place: give it a copy.
+            parts = [raw["robot0_eef_pos"], quat2axisangle(np.array(raw["robot0_eef_quat"], dtype=np.float64)),
+                     raw["robot0_gripper_qpos"]]
+        else:
+            raise EnvironmentFault(f"unknown observation track {track!r}; one of {', '.join(TRACKS)}")
+    except KeyError as exc:
+        raise EnvironmentFault(f"native observation lacks {exc.args[0]!r} needed by track {track!r}") from None
+    return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
 
 
 def transform_image(raw: Any, camera: str) -> np.ndarray:
@@ -101,8 +133,20 @@ def images_from_native(raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return images
 
 
-def seal_observation(language: Any, images: Any, counters: Counters) -> Observation:
+def seal_observation(language: Any, images: Any, counters: Counters, state: Any = None,
+                     track: str = "rgb") -> Observation:
     """Build the policy's Observation from what the service sent, checking every field."""
+    dim = STATE_DIMS.get(track, -1)
+    if dim == -1:
+        raise EnvironmentFault(f"unknown observation track {track!r}; one of {', '.join(TRACKS)}")
+    if dim is None and state is not None:
+        raise EnvironmentFault("the rgb track delivers no state, but the service sent one")
+    if dim is not None:
+        if not (isinstance(state, np.ndarray) and state.shape == (dim,) and np.isfinite(state).all()):
+            raise EnvironmentFault(f"track {track!r} needs a finite state of shape ({dim},), got "
+                                   f"{getattr(state, 'shape', type(state).__name__)}")
+        state = np.array(state, dtype=np.float64, copy=True)
+        state.setflags(write=False)
     if not isinstance(language, str) or not language:
         raise EnvironmentFault(f"task language must be a non-empty str, got {language!r:.80}")
     if not isinstance(images, Mapping) or set(images) != set(CAMERAS):
@@ -119,7 +163,7 @@ def seal_observation(language: Any, images: Any, counters: Counters) -> Observat
         image = np.array(image, dtype=np.uint8, order="C", copy=True)
         image.setflags(write=False)
         sealed[camera] = image
-    return Observation(language=language, images=MappingProxyType(sealed), counters=counters)
+    return Observation(language=language, images=MappingProxyType(sealed), counters=counters, state=state)
 
 
 def _describe(value: Any) -> str:

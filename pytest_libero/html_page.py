@@ -20,6 +20,8 @@ SUMMARY_BLOCK = _ENV.from_string("""
  + unattempted {{ o.unattempted }}
 {% if run.profile %} &middot; profile <code>{{ run.profile }}</code>{% endif %}
 {% if run.run_id %} &middot; run <code>{{ run.run_id }}</code>{% endif %}
+{% if run.protocol %} &middot; track <code>{{ run.protocol.settings.track }}</code>
+ &middot; budget <code>{{ run.protocol.settings.budget }}</code>{% endif %}
 {% if identities %} &middot; protocol {% for i in identities %}<code>{{ i }}</code> {% endfor %}{% endif %}</p>
 <table class="libero-table" border="1" cellpadding="4" style="border-collapse: collapse">
 <tr><th>suite</th><th>selected</th><th>passed</th><th>failed</th><th>errored</th><th>unattempted</th>

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_libero import catalog
 from pytest_libero.catalog import Cell
+from pytest_libero.contract import TRACKS
 from pytest_libero.policy import PolicySpec, check_spec, parse_policy_kwargs
 from pytest_libero.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
 from pytest_libero.service import DEFAULT_TIMEOUT_S
@@ -52,6 +53,17 @@ def addoptions(parser: pytest.Parser) -> None:
                          "Default: zero (an infrastructure diagnostic)")
     group.addoption("--libero-policy-kwargs", dest="libero_policy_kwargs", default=None, metavar="JSON",
                     help="JSON object of keyword arguments for the policy factory")
+    group.addoption("--libero-track", dest="libero_track", choices=TRACKS, default="rgb",
+                    help="Observation track: rgb (default: language + two images), rgb+proprio "
+                         "(+ 7 joint and 2 gripper encoders) or openpi-compat (+ 8-d eef state; a named "
+                         "compatibility track that exposes end-effector state). Part of the protocol identity")
+    group.addoption("--libero-policy-isolation", dest="libero_policy_isolation", choices=("none", "process"),
+                    default="none",
+                    help="process: run the policy in its own process too, with a deadline per call "
+                         "(--libero-policy-timeout), so a crashing or hanging policy ends one episode")
+    group.addoption("--libero-policy-timeout", dest="libero_policy_timeout", type=float, default=300.0,
+                    metavar="SECONDS", help="Deadline per policy call under --libero-policy-isolation process "
+                                            "(default 300)")
     group.addoption("--libero-allow-source-mismatch", dest="libero_allow_source_mismatch",
                     action="store_true", default=False,
                     help="Run even if installed LIBERO files differ from the frozen inventory "
@@ -77,6 +89,8 @@ class LiberoRun:
     service_timeout_s: float
     output_root: str | None
     video: str
+    isolation: str = "none"
+    policy_timeout_s: float = 300.0
 
 
 def parse_task_ids(text: str) -> list[int]:
@@ -152,10 +166,15 @@ def build_run(config: pytest.Config) -> LiberoRun:
         check_spec(spec, extra_names=_hook_names(config))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls)
+    policy_timeout = opt("libero_policy_timeout")
+    if not policy_timeout > 0:
+        raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
+    protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls,
+                        track=opt("libero_track"))
     return LiberoRun(protocol=protocol, cells=cells, policy=spec,
                      allow_source_mismatch=opt("libero_allow_source_mismatch"), service_timeout_s=timeout,
-                     output_root=opt("libero_output"), video=opt("libero_video"))
+                     output_root=opt("libero_output"), video=opt("libero_video"),
+                     isolation=opt("libero_policy_isolation"), policy_timeout_s=policy_timeout)
 
 
 def _hook_names(config: pytest.Config) -> list[str]:

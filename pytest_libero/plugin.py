@@ -79,7 +79,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     budget = (f"decisions D={p.max_policy_calls} K={p.replan_interval}" if p.budget == "decisions"
               else f"horizon (per-suite reference), K={p.replan_interval}")
     return (f"libero: scope {p.scope}, {len(run.cells)} cell(s), policy {run.policy.name}, "
-            f"budget {budget}, protocol {p.identity}")
+            f"budget {budget}, track {p.track}, protocol {p.identity}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -95,11 +95,11 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
             "cell": {"suite": cell.suite, "task_index": cell.task_index, "init_index": cell.init_index,
                      "seed": cell.seed},
             "control_cap": result.control_cap, "settle_controls": protocol.settle_controls,
-            "allow_mismatch": allow_source_mismatch,
+            "allow_mismatch": allow_source_mismatch, "track": protocol.track,
         })
         result.language = started["language"]
         result.settling_controls = started["settling_controls"]
-        images = started["observation"]
+        images, state = started["observation"], started.get("state")
         try:
             policy.reset(result.language)
         except EnvironmentFault:
@@ -109,13 +109,15 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
             images = None
         while images is not None:
             counters = Counters(result.policy_calls, result.action_decisions, result.executed_controls)
-            observation = seal_observation(result.language, images, counters)
+            observation = seal_observation(result.language, images, counters, state, protocol.track)
             if on_frame is not None:
                 on_frame(observation.images, False)
             result.policy_calls += 1
             result.observations.append({"policy_call": result.policy_calls,
                                         "executed_controls": result.executed_controls,
                                         "sha256": image_hashes(observation.images)})
+            if observation.state is not None:
+                result.observations[-1]["state"] = observation.state.tolist()
             tick = time.perf_counter()
             try:
                 raw = policy.act(observation)
@@ -156,7 +158,7 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
                 result.outcome, result.termination = "failure", "truncation"
                 result.message = f"no native success within the cap: {result.counters_text()}"
                 break
-            images = step["observation"]
+            images, state = step["observation"], step.get("state")
         result.private = service.finish(final_frame=on_frame is not None)
         final_frame = result.private.pop("final_frame", None)
         if on_frame is not None and final_frame is not None:

@@ -49,6 +49,7 @@ def _answer(conn: Any) -> None:
                 episode = LiberoEpisode(**payload)
                 value: Any = {"language": episode.language,
                               "observation": episode.observation(episode.first_raw),
+                              "state": episode.state(episode.first_raw),
                               "settling_controls": episode.settling_controls}
             elif op == "submit":
                 assert episode is not None, "submit before start"

@@ -156,6 +156,11 @@ def rebuild(run_dir: Path) -> dict[str, Any]:
     from pytest_libero.html_page import render_page
 
     summary = build_summary(run_dir)
+    if len(summary["protocol_identities"]) > 1:
+        from pytest_libero.errors import LiberoError
+
+        raise LiberoError(f"{run_dir} mixes protocol identities {summary['protocol_identities']}: results of "
+                          "different protocols (track, budget, scope, ...) never merge; split the records")
     write_json_atomic(run_dir / "summary.json", summary)
     chart = success_chart_png(summary)
     write_bytes_atomic(run_dir / "success_rates.png", chart)

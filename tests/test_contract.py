@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pytest_libero.contract import (
-    CAMERAS, IMAGE_SHAPE, Counters, images_from_native, seal_observation, validate_chunk,
+    CAMERAS, IMAGE_SHAPE, Counters, images_from_native, seal_observation, state_from_native, validate_chunk,
 )
 from pytest_libero.errors import ActionError, EnvironmentFault
 
@@ -87,7 +87,8 @@ def test_sealed_observation_is_a_read_only_copy_with_only_contract_fields():
     assert observation.images["agentview"] is not images["agentview"]
     with pytest.raises(TypeError):
         observation.images["extra"] = np.zeros(3)  # type: ignore[index]
-    assert {f for f in observation.__slots__} == {"language", "images", "counters"}
+    assert {f for f in observation.__slots__} == {"language", "images", "counters", "state"}
+    assert observation.state is None  # the default rgb track delivers no state
 
 
 @pytest.mark.parametrize("language, images, message", [
@@ -112,3 +113,37 @@ def test_observation_pickles_and_stays_read_only():
     assert not copy.images["agentview"].flags.writeable
     with pytest.raises(TypeError):
         copy.images["x"] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("track, expected", [
+    ("rgb", None),
+    ("rgb+proprio", list(range(7)) + [0.04, -0.04]),
+    ("openpi-compat", [0.1, 0.2, 0.3, np.pi, 0.0, 0.0, 0.04, -0.04]),
+])
+def test_track_state_from_native(track, expected):
+    raw = native(robot0_joint_pos=np.arange(7.0), robot0_gripper_qpos=np.array([0.04, -0.04]),
+                 robot0_eef_pos=np.array([0.1, 0.2, 0.3]), robot0_eef_quat=np.array([1.0, 0.0, 0.0, 0.0]),
+                 object_pos=np.ones(3))
+    state = state_from_native(raw, track)
+    if expected is None:
+        assert state is None
+    else:
+        np.testing.assert_allclose(state, expected, atol=1e-9)
+
+
+@pytest.mark.parametrize("track, state, message", [
+    ("rgb", np.zeros(9), "delivers no state"),
+    ("rgb+proprio", None, "shape (9,)"),
+    ("rgb+proprio", np.zeros(8), "shape (9,)"),
+    ("openpi-compat", np.full(8, np.nan), "finite state"),
+    ("depth", None, "unknown observation track"),
+])
+def test_seal_checks_the_track_state(track, state, message):
+    with pytest.raises(EnvironmentFault) as info:
+        seal_observation("go", images_from_native(native()), Counters(), state, track)
+    assert message in str(info.value)
+
+
+def test_seal_keeps_a_read_only_state_on_state_tracks():
+    observation = seal_observation("go", images_from_native(native()), Counters(), np.arange(8.0), "openpi-compat")
+    assert observation.state.shape == (8,) and not observation.state.flags.writeable

@@ -176,3 +176,16 @@ def test_sigkill_of_the_whole_run_leaves_consistent_evidence(pytester, project, 
     assert o["selected"] == 5 == o["passed"] + o["failed"] + o["errored"] + o["unattempted"]
     assert o["unattempted"] == 5 - len(found) and summary["unreadable_records"] == []
     assert f"unattempted {5 - len(found)}" in done.stdout
+
+
+def test_report_refuses_to_merge_different_protocols(pytester, project):
+    pytester.runpytest("--libero-scope", "development", "--libero-policy", "policy.py:Hold",
+                       "--libero-budget", "decisions", "--libero-max-policy-calls", "1")
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    path = run_dir / "episodes" / "libero_10-t01-s00.json"
+    record = json.loads(path.read_text())
+    record["identities"]["protocol"]["identity"] = "sha256:" + "f" * 16
+    path.write_text(json.dumps(record))
+    done = subprocess.run([sys.executable, "-m", "pytest_libero", "report", str(run_dir)],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "mixes protocol identities" in done.stderr and "never merge" in done.stderr

@@ -174,7 +174,8 @@ class Spy:
         self.seen.append(("act", {
             "type": type(observation).__name__, "fields": sorted(type(observation).__slots__),
             "language": observation.language, "images": {k: np.array(v) for k, v in observation.images.items()},
-            "counters": dataclasses.asdict(observation.counters), "repr": repr(observation)}))
+            "counters": dataclasses.asdict(observation.counters), "repr": repr(observation),
+            "state": observation.state}))
         return np.tile([0.0] * 6 + [-1.0], (5, 1))
     def close(self):
         with open("policy_inputs.pkl", "wb") as f:
@@ -199,7 +200,8 @@ def test_the_policy_receives_only_the_contract_and_the_record_keeps_the_rest(pyt
         record["cell"]["task_name"], record["cell"]["suite"], str(record["cell"]["seed"])}
     for _, observation in seen[1:]:
         assert observation["type"] == "Observation"
-        assert observation["fields"] == ["counters", "images", "language"]
+        assert observation["fields"] == ["counters", "images", "language", "state"]
+        assert observation["state"] is None
         assert observation["language"] == language == record["cell"]["language"]
         assert sorted(observation["images"]) == ["agentview", "robot0_eye_in_hand"]
         assert all(i.dtype == np.uint8 and i.shape == (256, 256, 3) for i in observation["images"].values())
@@ -209,3 +211,34 @@ def test_the_policy_receives_only_the_contract_and_the_record_keeps_the_rest(pyt
             assert secret not in text and secret.encode().hex() not in text
     assert all(len(v) == 64 for v in record["private"].values())
     assert record["cell"]["seed"] == 20260907 and record["cell"]["init_index"] == 0
+
+
+class StateProbe:
+    def __init__(self):
+        self.states = []
+
+    def reset(self, language):
+        pass
+
+    def act(self, observation):
+        self.states.append(observation.state)
+        return np.tile([0.0] * 6 + [-1.0], (5, 1))
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("track, dim", [("rgb+proprio", 9), ("openpi-compat", 8)])
+def test_state_tracks_deliver_their_vectors_and_change_the_protocol_identity(track, dim):
+    protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=2, track=track)
+    assert protocol.identity != Protocol(scope="test", budget="decisions", replan_interval=5,
+                                         max_policy_calls=2).identity
+    service, probe = BenchService(), StateProbe()
+    try:
+        result = run_episode(service, probe, Cell("libero_10", 0), protocol)
+    finally:
+        service.close()
+    assert len(probe.states) == 2 and all(s.shape == (dim,) for s in probe.states)
+    gripper = probe.states[-1][-2:]
+    assert 0.0 < gripper[0] < 0.05 and -0.05 < gripper[1] < 0.0  # open Panda fingers, in metres
+    assert result.observations[0]["state"] == probe.states[0].tolist()
