@@ -99,8 +99,9 @@ class Accounting:
         elif report.failed and report.when in ("setup", "teardown", "???"):
             self.status[report.nodeid] = "errored"
             if row is None and report.when == "setup":
-                self.unrecorded_errors[report.nodeid] = report.longreprtext.strip().splitlines()[-1:][0] \
-                    if report.longreprtext.strip() else "setup error"
+                crash = getattr(report.longrepr, "reprcrash", None)
+                self.unrecorded_errors[report.nodeid] = (
+                    crash.message if crash is not None else report.longreprtext.strip()[-2000:] or "setup error")
         elif report.nodeid not in self.status and report.skipped:
             self.status[report.nodeid] = "unattempted"
 
@@ -117,10 +118,9 @@ class Accounting:
         from pytest_libero.plugin import RUN_KEY
 
         run = self.config.stash[RUN_KEY]
-        profile = dict(run.policy.as_dict(), kind="unknown")
         write_record(self.run_dir, placeholder_record(
             cell, outcome, message, protocol=run.protocol.as_dict(), identity=run.protocol.identity,
-            policy_profile={"spec": profile}, worker=worker))
+            policy_profile={"spec": run.policy.as_dict(), "kind": "unknown"}, worker=worker))
 
     def final_summary(self) -> tuple[dict[str, Any], bytes] | None:
         """Write the missing records and the derived files once; None when nothing was selected."""

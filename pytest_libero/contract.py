@@ -30,6 +30,14 @@ SETTLE_ACTION: Final = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
 #                  openpi / OpenVLA-OFT LIBERO checkpoints expect; it exposes end-effector
 #                  state, so it is a named compatibility track, reported separately
 TRACKS: Final = ("rgb", "rgb+proprio", "openpi-compat")
+# What the delivered images are, for adapters that declare `profile["image_convention"]`.
+IMAGE_CONVENTION: Final = "rotated-180"
+IMAGE_CONVENTIONS: Final = {
+    "rotated-180": "robosuite's OpenGL render rotated 180 degrees, image[::-1, ::-1] (the LIBERO "
+                   "convention of OpenVLA, openpi and StarVLA training data; looks upright)",
+    "raw-opengl": "robosuite's OpenGL render as it comes (upside down and mirrored)",
+    "vertical-flip": "robosuite's render flipped vertically only, image[::-1] (mirrored left-right)",
+}
 STATE_DIMS: Final = {"rgb": None, "rgb+proprio": 9, "openpi-compat": 8}
 
 
@@ -116,6 +124,20 @@ def transform_image(raw: Any, camera: str) -> np.ndarray:
             f"the contract needs uint8 {IMAGE_SHAPE}"
         )
     return np.ascontiguousarray(array[::-1, ::-1])
+
+
+def check_image_convention(policy_name: str, profile: Any) -> None:
+    """Refuse a policy whose profile declares another image convention than the one delivered."""
+    from pytest_libero.errors import PolicyLoadError
+
+    declared = profile.get("image_convention") if isinstance(profile, Mapping) else None
+    if declared is None or declared == IMAGE_CONVENTION:
+        return
+    theirs = IMAGE_CONVENTIONS.get(declared, "a convention this harness does not know")
+    raise PolicyLoadError(
+        f"policy {policy_name!r} declares image convention {declared!r} ({theirs}), but the harness "
+        f"delivers {IMAGE_CONVENTION!r} ({IMAGE_CONVENTIONS[IMAGE_CONVENTION]}). Refusing to start: "
+        "convert images inside the adapter and declare what it then receives, or fix the declaration.")
 
 
 def images_from_native(raw: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -22,7 +22,10 @@ class EpisodeFiles:
         from pytest_libero.policy import profile_of
 
         self.run_dir, self.run, self.cell, self.worker, self.started = run_dir, run, cell, worker, started
-        self.profile = dict(profile_of(policy, run.policy), **adapter_file_hash(policy))
+        # An isolated policy's adapter file is hashed in its own process (it is in its profile).
+        hashes = {} if run.isolation == "process" else adapter_file_hash(policy)
+        self.profile = dict(profile_of(policy, run.policy), **hashes)
+        self.profile["isolation"] = "process" if run.isolation == "process" else "in-process"
         fps = max(1, round(CONTROL_HZ / run.protocol.replan_interval))  # one frame per delivered observation
         self.video = VideoWriter(run_dir.video_path(cell.id), fps=fps) if run.video != "none" else None
 

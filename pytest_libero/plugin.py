@@ -125,14 +125,25 @@ def libero_run(pytestconfig: pytest.Config) -> LiberoRun:
 
 @pytest.fixture(scope="session")
 def libero_policy(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterator[Any]:
-    """The policy under evaluation, built once per worker."""
+    """The policy under evaluation, built once per worker (in its own process with isolation)."""
+    from pytest_libero.contract import check_image_convention
     from pytest_libero.policy import check_policy_object
 
     spec = libero_run.policy
-    policy = pytestconfig.hook.pytest_libero_make_policy(config=pytestconfig, spec=spec)
-    if policy is None:
-        raise PolicyLoadError(f"no adapter built policy {spec.name!r}")
-    policy = check_policy_object(policy, spec)
+    if libero_run.isolation == "process":
+        from pytest_libero.isolation import ProcessPolicy
+
+        policy = ProcessPolicy(spec, timeout_s=libero_run.policy_timeout_s)
+    else:
+        policy = pytestconfig.hook.pytest_libero_make_policy(config=pytestconfig, spec=spec)
+        if policy is None:
+            raise PolicyLoadError(f"no adapter built policy {spec.name!r}")
+    try:
+        policy = check_policy_object(policy, spec)
+        check_image_convention(spec.name, getattr(policy, "profile", None))
+    except PolicyLoadError:
+        policy.close()
+        raise
     yield policy
     policy.close()
 

@@ -146,7 +146,7 @@ def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: di
         "private": None, "counters": None,
         "outcome": {"outcome": outcome, "termination": outcome, "terminated": False, "truncated": False,
                     "first_success_control": None, "first_success_policy_call": None, "message": message},
-        "errors": [{"message": message, "traceback": None}] if outcome == "crashed" else [],
+        "errors": [{"message": message, "traceback": None}] if outcome != "not_run" else [],
         "warnings": [], "observations": [], "chunks": [], "timing": {}, "video": None, "worker": worker,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
