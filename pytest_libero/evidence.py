@@ -93,7 +93,11 @@ def _git_revision() -> str | None:
 
 
 def adapter_file_hash(policy: Any) -> dict[str, str | None]:
-    """sha256 of the file that defines the policy's class (the adapter code actually run)."""
+    """sha256 of the file that defines the policy's class (the adapter code actually run).
+
+    A wrapper that keeps the user's object as `adapter` (RoboMemArena-style) is looked through.
+    """
+    policy = getattr(policy, "adapter", policy)
     module = sys.modules.get(type(policy).__module__)
     path = getattr(module, "__file__", None)
     if not path or not os.path.isfile(path):

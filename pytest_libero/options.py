@@ -49,8 +49,9 @@ def addoptions(parser: pytest.Parser) -> None:
                     help="Controls executed from each chunk before a fresh observation "
                          f"(default {DEFAULT_REPLAN_INTERVAL})")
     group.addoption("--libero-policy", dest="libero_policy", default=None, metavar="NAME|FILE.py:FACTORY",
-                    help="Policy to evaluate: a registered name (zero, random) or path/to/file.py:factory. "
-                         "Default: zero (an infrastructure diagnostic)")
+                    help="Policy to evaluate: a registered name (built-ins zero, random, openpi; names "
+                         "from installed pytest_libero.policies entry points or conftest hooks) or "
+                         "path/to/file.py:factory. Default: zero (an infrastructure diagnostic)")
     group.addoption("--libero-policy-kwargs", dest="libero_policy_kwargs", default=None, metavar="JSON",
                     help="JSON object of keyword arguments for the policy factory")
     group.addoption("--libero-track", dest="libero_track", choices=TRACKS, default="rgb",
