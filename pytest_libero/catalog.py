@@ -76,26 +76,44 @@ def _read_json(name: str) -> dict[str, Any]:
         raise CatalogError(f"cannot read {path}: {exc}. Reinstall pytest-libero.") from exc
 
 
-@functools.cache
+# Fields that locate LIBERO's files. The pytest processes (where in-process policies run) keep
+# only the public part of the catalog; the bench service reads the files' names from disk.
+FILE_FIELDS = ("bddl_file", "init_states_file")
+
+
 def load_catalog() -> dict[str, Any]:
+    """The whole catalog, read from disk (not cached: see FILE_FIELDS)."""
     return _read_json("libero_catalog.json")
 
 
 @functools.cache
+def _public_entries() -> tuple[dict[str, Any], ...]:
+    return tuple({k: v for k, v in e.items() if k not in FILE_FIELDS} for e in load_catalog()["entries"])
+
+
+@functools.cache
 def load_inventory() -> dict[str, Any]:
+    """The source inventory; read by the bench service and maintainer tools only."""
     return _read_json("source_inventory.json")
 
 
 def entries(suite: str | None = None) -> list[dict[str, Any]]:
-    """Catalog entries in native order (suite order of SUITES, task order index 0)."""
-    all_entries = load_catalog()["entries"]
-    return [e for e in all_entries if suite is None or e["suite"] == suite]
+    """Public catalog entries (no file names) in native order (suite order of SUITES, task order 0)."""
+    return [e for e in _public_entries() if suite is None or e["suite"] == suite]
 
 
-def entry(suite: str, task_index: int) -> dict[str, Any]:
+def public_entry(suite: str, task_index: int) -> dict[str, Any]:
     for candidate in entries(suite):
         if candidate["task_index"] == task_index:
             return candidate
+    raise CatalogError(f"no catalog entry for {suite} task {task_index}")
+
+
+def entry(suite: str, task_index: int) -> dict[str, Any]:
+    """The full entry, with BDDL and init-state file names (bench service, tools, tests)."""
+    for candidate in load_catalog()["entries"]:
+        if candidate["suite"] == suite and candidate["task_index"] == task_index:
+            return candidate  # type: ignore[no-any-return]
     raise CatalogError(f"no catalog entry for {suite} task {task_index}")
 
 

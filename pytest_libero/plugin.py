@@ -96,7 +96,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     cell = getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell")
     if isinstance(cell, Cell):
         # -k matches task names, e.g. -k KITCHEN_SCENE3
-        item.extra_keyword_matches.add(catalog.entry(cell.suite, cell.task_index)["task_name"])
+        item.extra_keyword_matches.add(catalog.public_entry(cell.suite, cell.task_index)["task_name"])
 
 
 @pytest.hookimpl(wrapper=True)
@@ -149,18 +149,15 @@ def libero_policy(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterato
 
 
 @pytest.fixture(scope="session")
-def libero_source_check(libero_run: LiberoRun) -> list[str]:
-    """Installed LIBERO files checked against the frozen inventory, once per worker."""
-    from pytest_libero.inventory import check_installation
-
-    try:
-        check_installation()
-    except InventoryMismatch as exc:
-        if not libero_run.allow_source_mismatch:
-            raise
-        warnings.warn(LiberoSourceWarning(str(exc)), stacklevel=1)
-        return [str(exc)]
-    return []
+def libero_source_check(libero_run: LiberoRun, libero_service: Any) -> list[str]:
+    """Installed LIBERO files checked against the frozen inventory, once per worker (in the service)."""
+    mismatch = libero_service.check_sources()
+    if mismatch is None:
+        return []
+    if not libero_run.allow_source_mismatch:
+        raise InventoryMismatch(mismatch)
+    warnings.warn(LiberoSourceWarning(mismatch), stacklevel=1)
+    return [mismatch]
 
 
 @pytest.fixture(scope="session")

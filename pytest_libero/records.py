@@ -96,7 +96,7 @@ def cell_fields(cell_id: str) -> dict[str, Any]:
     parsed = catalog.parse_cell_id(cell_id)
     assert parsed is not None, cell_id
     suite, task, init = parsed
-    entry = catalog.entry(suite, task)
+    entry = catalog.public_entry(suite, task)
     return {"id": cell_id, "suite": suite, "task_index": task, "task_name": entry["task_name"],
             "language": entry["language"], "init_index": init, "task_order_index": 0,
             "seed": 20260907}

@@ -57,6 +57,8 @@ def _answer(conn: Any) -> None:
             elif op == "finish":
                 assert episode is not None, "finish before start"
                 value, episode = episode.finish(**(payload or {})), None
+            elif op == "check_sources":
+                value = _check_sources()
             elif op == "close":
                 conn.send(("ok", None))
                 break
@@ -67,6 +69,18 @@ def _answer(conn: Any) -> None:
             conn.send(("error", type(exc).__name__, str(exc), traceback.format_exc()))
     if episode is not None:
         episode.close()
+
+
+def _check_sources() -> str | None:
+    """The installed-files check, run here so the worker never holds LIBERO's file paths."""
+    from pytest_libero.errors import InventoryMismatch
+    from pytest_libero.inventory import check_installation
+
+    try:
+        check_installation()
+    except InventoryMismatch as exc:
+        return str(exc)
+    return None
 
 
 if __name__ == "__main__":

@@ -92,6 +92,10 @@ class BenchService:
     def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]:
         return self.request("submit", {"chunk": chunk, "deliver": deliver})  # type: ignore[no-any-return]
 
+    def check_sources(self) -> str | None:
+        """None when installed LIBERO files match the inventory, else the mismatch message."""
+        return self.request("check_sources")  # type: ignore[no-any-return]
+
     def finish(self, final_frame: bool = False) -> dict[str, Any]:
         return self.request("finish", {"final_frame": final_frame})  # type: ignore[no-any-return]
 

@@ -24,6 +24,11 @@ class FakeService:
         self.delivered = 0
         self.episodes = 0
 
+    mismatch: str | None = None
+
+    def check_sources(self) -> str | None:
+        return self.mismatch
+
     def start(self, payload: dict[str, Any]) -> dict[str, Any]:
         self.episodes += 1
         self.cap = payload["control_cap"]

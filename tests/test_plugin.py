@@ -214,18 +214,14 @@ def test_xdist_worker_crash_is_errored(fake_run):
 
 MISMATCH_CONFTEST = """
 import pytest
-import pytest_libero.inventory as inventory
-from pytest_libero.errors import InventoryMismatch
 from fakes import FakeService
 
-def tampered(entries=None):
-    raise InventoryMismatch("1 installed LIBERO file(s) do not match: BDDL file differs: /x/libero_10/t.bddl")
-
-inventory.check_installation = tampered
+class Tampered(FakeService):
+    mismatch = "1 installed LIBERO file(s) do not match: BDDL file differs: /x/libero_10/t.bddl"
 
 @pytest.fixture(scope="session")
 def libero_service():
-    return FakeService()
+    return Tampered()
 """
 
 
