@@ -105,6 +105,15 @@ def adapter_file_hash(policy: Any) -> dict[str, str | None]:
     return {"adapter_file": os.path.abspath(path), "adapter_sha256": sha256_bytes(Path(path).read_bytes())}
 
 
+def images_digest(images: Any) -> str:
+    """One sha256 over every camera image (sorted by camera name)."""
+    digest = hashlib.sha256()
+    for camera in sorted(images):
+        digest.update(camera.encode())
+        digest.update(np.ascontiguousarray(images[camera]).tobytes())
+    return digest.hexdigest()
+
+
 def image_hashes(images: Any) -> dict[str, str]:
     return {camera: sha256_bytes(np.ascontiguousarray(images[camera]).tobytes()) for camera in CAMERAS}
 

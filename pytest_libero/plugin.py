@@ -113,7 +113,8 @@ def pytest_runtest_makereport(
 
             video = item.config.stash[RUN_DIR_KEY].path / row["video"]
             relative = os.path.relpath(video, Path(html_path).resolve().parent)
-            report.extras = [*getattr(report, "extras", []), extras.video(relative, name=row["cell"])]
+            report.extras = [*getattr(report, "extras", []),  # type: ignore[attr-defined]
+                             extras.video(relative, name=row["cell"])]
     return report
 
 
@@ -130,6 +131,7 @@ def libero_policy(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterato
     from pytest_libero.policy import check_policy_object
 
     spec = libero_run.policy
+    policy: Any
     if libero_run.isolation == "process":
         from pytest_libero.isolation import ProcessPolicy
 

@@ -29,6 +29,8 @@ BUILTIN_POLICIES: dict[str, str] = {
     "zero": "pytest_libero.adapters.builtin:ZeroPolicy",
     "random": "pytest_libero.adapters.builtin:RandomPolicy",
     "openpi": "pytest_libero.adapters.openpi:OpenPIPolicy",
+    "demo": "pytest_libero.adapters.demo:DemoPolicy",
+    "replay": "pytest_libero.adapters.replay:ReplayPolicy",
 }
 
 ENTRY_POINT_GROUP = "pytest_libero.policies"

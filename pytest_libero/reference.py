@@ -11,7 +11,6 @@ plugin.
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -21,16 +20,9 @@ import numpy as np
 
 from pytest_libero import catalog
 from pytest_libero.contract import SETTLE_ACTION, images_from_native
+from pytest_libero.evidence import images_digest
 from pytest_libero.inventory import InstalledLibero, sha256_array
 from pytest_libero.protocol import SETTLE_CONTROLS
-
-
-def image_digest(images: dict[str, np.ndarray]) -> str:
-    digest = hashlib.sha256()
-    for camera in sorted(images):
-        digest.update(camera.encode())
-        digest.update(np.ascontiguousarray(images[camera]).tobytes())
-    return digest.hexdigest()
 
 
 @dataclass
@@ -66,7 +58,7 @@ def native_rollout(suite: str, task_index: int, chunks: list[np.ndarray], replan
         for _ in range(SETTLE_CONTROLS):
             raw, _, _, _ = env.step(np.asarray(SETTLE_ACTION, dtype=np.float64))
         run.timing["settle_s"] = time.perf_counter() - start
-        run.delivered.append(image_digest(images_from_native(raw)))
+        run.delivered.append(images_digest(images_from_native(raw)))
         cap = control_cap if control_cap is not None else 10**9
         start = time.perf_counter()
         for chunk in chunks:
@@ -80,7 +72,7 @@ def native_rollout(suite: str, task_index: int, chunks: list[np.ndarray], replan
                     break
             if run.success_control is not None or run.executed_controls >= cap:
                 break
-            run.delivered.append(image_digest(images_from_native(raw)))
+            run.delivered.append(images_digest(images_from_native(raw)))
         run.timing["loop_s"] = time.perf_counter() - start
         run.final_state_sha256 = sha256_array(env.get_sim_state())
     finally:
@@ -101,7 +93,7 @@ class ReplayPolicy:
         self.seen = []
 
     def act(self, observation: Any) -> Any:
-        self.seen.append(image_digest(dict(observation.images)))
+        self.seen.append(images_digest(dict(observation.images)))
         return self.chunks[len(self.seen) - 1]
 
     def close(self) -> None:

@@ -155,10 +155,10 @@ def test_sigkill_of_the_whole_run_leaves_consistent_evidence(pytester, project, 
          '{"pause": 0.05}', "--libero-budget", "decisions", "--libero-max-policy-calls", "6"],
         cwd=pytester.path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 120
+    reports = pytester.path / "reports"
     while time.monotonic() < deadline and process.poll() is None:
-        done = list((pytester.path / "reports").glob("*/*/episodes/*.json"))
-        if (pytester.path / "reports").exists() and len([p for p in done if not is_temporary(p)]) >= records_before_kill \
-                and list((pytester.path / "reports").glob("*/*/selection.json")):
+        done = [p for p in reports.glob("*/*/episodes/*.json") if not is_temporary(p)]
+        if len(done) >= records_before_kill and list(reports.glob("*/*/selection.json")):
             break
         time.sleep(0.02)
     os.killpg(process.pid, signal.SIGKILL)

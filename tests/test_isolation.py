@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from pytest_libero.catalog import Cell
 from pytest_libero.errors import PolicyLoadError
-from pytest_libero.isolation import PolicyProcessError, ProcessPolicy
+from pytest_libero.isolation import ProcessPolicy
 from pytest_libero.policy import PolicySpec
 from pytest_libero.protocol import Protocol
 from pytest_libero.rollout import run_episode

@@ -21,6 +21,8 @@ def test_wheel_ships_catalog_cases_adapters_and_entry_point(tmp_path):
         "pytest_libero/catalog_data/schemas/libero_catalog.schema.json",
         "pytest_libero/catalog_data/schemas/source_inventory.schema.json",
         "pytest_libero/adapters/builtin.py", "pytest_libero/cases/test_libero.py",
+        "pytest_libero/adapters/demo.py", "pytest_libero/adapters/demo_logs/libero_10-t00-s00.json",
+        "pytest_libero/catalog_data/schemas/episode_record.schema.json",
     ):
         assert required in names, required
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))

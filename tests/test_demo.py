@@ -1,0 +1,173 @@
+"""The `demo` and `replay` policies: a real success path through the harness.
+
+Unit tests (no simulator) check log loading, language refusal and the first-observation check;
+the real tests (marked real_libero) replay a bundled demonstration through the full plugin to
+native success, check that the same cell fails with the zero policy, that a log replayed on
+another init state is a clear policy error, and that the generator is byte-reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_libero.adapters.demo import LOG_DIR, DemoPolicy
+from pytest_libero.adapters.replay import (LogReplayPolicy, ReplayLogError, ReplayMismatch, ReplayPolicy,
+                                           fingerprint, load_log)
+from pytest_libero.catalog import Cell, entry
+from pytest_libero.contract import CAMERAS, STOP, Counters, seal_observation
+from pytest_libero.policy import BUILTIN_POLICIES
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CELLS = ("libero_10-t00-s00", "libero_10-t01-s00")
+
+
+def shipped(cell_id: str) -> dict:
+    return json.loads((LOG_DIR / f"{cell_id}.json").read_text(encoding="utf-8"))
+
+
+def images(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {camera: rng.integers(0, 256, (256, 256, 3), dtype=np.uint8) for camera in CAMERAS}
+
+
+def blocky(seed: int) -> dict[str, np.ndarray]:
+    """Images with structure at the thumbnail's scale (8x8-pixel blocks), unlike pixel noise."""
+    return {k: np.repeat(np.repeat(v[::8, ::8], 8, axis=0), 8, axis=1) for k, v in images(seed).items()}
+
+
+def write_log(path: Path, language: str, first: dict[str, np.ndarray], n: int) -> Path:
+    actions = [[0.0] * 6 + [-1.0 + i / 100] for i in range(n)]
+    path.write_text(json.dumps({
+        "format": "pytest-libero-action-log/1", "first_success_control": n,
+        "cell": {"id": "libero_10-t00-s00", "suite": "libero_10", "task_index": 0, "init_index": 0,
+                 "seed": 20260907, "language": language},
+        "first_observation": fingerprint(first), "actions": actions}), encoding="utf-8")
+    return path
+
+
+# --- unit: no simulator ---------------------------------------------------------------------
+
+def test_both_names_are_registered_and_labelled_as_demonstration_replay():
+    assert BUILTIN_POLICIES["demo"] == "pytest_libero.adapters.demo:DemoPolicy"
+    assert BUILTIN_POLICIES["replay"] == "pytest_libero.adapters.replay:ReplayPolicy"
+    assert DemoPolicy().profile["kind"] == "demonstration-replay"
+    assert "not a learned policy" in DemoPolicy().profile["label"]
+
+
+def test_bundled_logs_cover_the_default_cells_and_record_their_provenance():
+    names = sorted(p.stem for p in LOG_DIR.glob("*.json"))
+    assert set(DEFAULT_CELLS) <= set(names)
+    for name in names:
+        log = shipped(name)
+        cell = log["cell"]
+        assert cell["id"] == name == Cell(cell["suite"], cell["task_index"], cell["init_index"]).id
+        assert cell["language"] == entry(cell["suite"], cell["task_index"])["language"]
+        assert log["generator"]["name"] and log["generator"]["version"]
+        assert log["protocol"]["settle_controls"] == 10 and log["protocol"]["replan_interval"] == 5
+        assert log["first_success_control"] == len(log["actions"]) <= log["protocol"]["control_cap"]
+        assert load_log(LOG_DIR / f"{name}.json").actions.shape == (len(log["actions"]), 7)
+
+
+def test_demo_refuses_a_task_it_has_no_log_for():
+    policy = DemoPolicy()
+    with pytest.raises(ReplayMismatch, match="no action log .*for the task 'fly to the moon'.*libero_10-t00-s00"):
+        policy.reset("fly to the moon")
+    observation = seal_observation("fly to the moon", images(0), Counters())
+    with pytest.raises(ReplayMismatch, match="fly to the moon"):
+        policy.act(observation)
+
+
+def test_replay_returns_the_log_by_executed_controls_then_stops(tmp_path):
+    first = images(1)
+    path = write_log(tmp_path / "log.json", "do the thing", first, 12)
+    policy = ReplayPolicy(str(path))
+    assert isinstance(policy, LogReplayPolicy)
+    policy.reset("do the thing")
+    chunk = policy.act(seal_observation("do the thing", first, Counters()))
+    assert chunk.shape == (5, 7) and chunk[0, 6] == -1.0
+    # indexed by executed controls, so any replan interval replays the same sequence
+    chunk = policy.act(seal_observation("do the thing", images(2), Counters(1, 1, 3)))
+    assert chunk[0, 6] == -1.0 + 3 / 100
+    assert policy.act(seal_observation("do the thing", images(2), Counters(3, 3, 12))) is STOP
+
+
+def test_replay_on_a_different_first_observation_is_a_clear_error(tmp_path):
+    path = write_log(tmp_path / "log.json", "do the thing", blocky(1), 5)
+    policy = ReplayPolicy(str(path))
+    policy.reset("do the thing")
+    expected = "recorded for init state 0 of libero_10 task 0.*first observation differs"
+    with pytest.raises(ReplayMismatch, match=expected):
+        policy.act(seal_observation("do the thing", blocky(2), Counters()))
+
+
+def test_fingerprint_tolerates_small_renderer_differences(tmp_path):
+    first = blocky(3)
+    path = write_log(tmp_path / "log.json", "do the thing", first, 5)
+    policy = ReplayPolicy(str(path))
+    policy.reset("do the thing")
+    darker = {k: np.clip(v.astype(int) - 6, 0, 255).astype(np.uint8) for k, v in first.items()}
+    assert policy.act(seal_observation("do the thing", darker, Counters())).shape == (5, 7)
+
+
+def test_a_malformed_log_is_reported(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "pytest-libero-action-log/1", "actions": [[2, 0, 0, 0, 0, 0, 0]]}')
+    with pytest.raises(ReplayLogError, match="within"):
+        ReplayPolicy(str(bad))
+    with pytest.raises(ReplayLogError, match="cannot read"):
+        ReplayPolicy(str(tmp_path / "missing.json"))
+
+
+# --- real LIBERO ------------------------------------------------------------------------------
+
+@pytest.mark.real_libero
+def test_demo_reaches_native_success_through_the_plugin_and_zero_fails_the_same_cell(pytester):
+    success = shipped("libero_10-t00-s00")["first_success_control"]
+    calls = math.ceil(success / 5)
+    result = pytester.runpytest_subprocess(
+        "--libero-scope", "development", "--libero-task-ids", "0", "--libero-policy", "demo")
+    result.assert_outcomes(passed=1)
+    # executed controls == first-success control: nothing ran after success (early termination)
+    result.stdout.fnmatch_lines([
+        f"libero_10-t00-s00 * PASSED * success/success: {calls} calls, {calls} decisions, {success} controls "
+        f"(+10 settling), cap 520; first success at control {success} (policy call {calls})",
+        "LIBERO: selected 1 = passed 1 + failed 0 + errored 0 + unattempted 0",
+    ])
+    zero = pytester.runpytest_subprocess(
+        "--libero-scope", "development", "--libero-task-ids", "0", "--libero-policy", "zero",
+        "--libero-budget", "decisions", "--libero-max-policy-calls", "3")
+    zero.assert_outcomes(failed=1)
+    zero.stdout.fnmatch_lines(["libero_10-t00-s00 * FAILED * failure/truncation: 3 calls*"])
+
+
+@pytest.mark.real_libero
+def test_replaying_the_log_on_init_state_1_is_a_policy_error():
+    from pytest_libero.protocol import Protocol
+    from pytest_libero.rollout import run_episode
+    from pytest_libero.service import BenchService
+
+    service = BenchService()
+    try:
+        result = run_episode(service, DemoPolicy(), Cell("libero_10", 0, init_index=1),
+                             Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=3))
+    finally:
+        service.close()
+    assert result.outcome == "policy_error"
+    assert "recorded for init state 0 of libero_10 task 0" in result.message
+    assert "first observation differs" in result.message
+    assert result.executed_controls == 0
+
+
+@pytest.mark.real_libero
+def test_the_generator_reproduces_a_shipped_log_byte_for_byte(tmp_path):
+    cell = "libero_object-t00-s00"  # the shortest shipped cell (physics only, ~10 s)
+    subprocess.run([sys.executable, str(ROOT / "tools" / "demo_expert.py"), "--cells", cell, "--out", str(tmp_path)],
+                   check=True, cwd=ROOT, capture_output=True)
+    assert (tmp_path / f"{cell}.json").read_bytes() == (LOG_DIR / f"{cell}.json").read_bytes()
