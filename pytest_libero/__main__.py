@@ -1,4 +1,5 @@
-"""Command line: `python -m pytest_libero report RUN_DIR` rebuilds a run's derived files."""
+"""Command line: `python -m pytest_libero report RUN_DIR` rebuilds a run's derived files;
+`python -m pytest_libero merge OUT_DIR RUN_DIR...` builds one run from shard folders."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     report = commands.add_parser("report", help="rebuild summary.json and report.html from episode files")
     report.add_argument("run_dir", type=Path, help="a run folder: reports/<profile>/<run-id>")
+    merge = commands.add_parser("merge", help="build one run folder from the folders of its shards")
+    merge.add_argument("out_dir", type=Path, help="the merged run folder (new, or an earlier merge)")
+    merge.add_argument("run_dirs", type=Path, nargs="+", help="shard run folders (reports/<profile>/<run-id>)")
     args = parser.parse_args(argv)
+    if args.command == "merge":
+        return _merge(args.out_dir, args.run_dirs)
     run_dir: Path = args.run_dir
     if not (run_dir / "episodes").is_dir() and not (run_dir / "selection.json").is_file():
         parser.error(f"{run_dir} is not a pytest-libero run folder (no episodes/ or selection.json); "
@@ -33,6 +39,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unreadable record: {problem}", file=sys.stderr)
     print(f"wrote {run_dir / 'summary.json'} and {run_dir / 'report.html'}")
     return 0
+
+
+def _merge(out_dir: Path, run_dirs: list[Path]) -> int:
+    from pytest_libero.errors import LiberoError
+    from pytest_libero.merge import merge
+
+    try:
+        summary = merge(out_dir, run_dirs)
+    except LiberoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    o = summary["overall"]
+    print(f"selected {o['selected']} = passed {o['passed']} + failed {o['failed']} + errored {o['errored']} "
+          f"+ unattempted {o['unattempted']}")
+    for source in summary["merge"]["sources"]:
+        print(f"from {source['folder']} (shard {source['shard']}): {source['records']} record(s)")
+    if summary["merge"]["missing_shards"]:
+        print(f"missing shards: {summary['merge']['missing_shards']}")
+    if summary["unattempted"]:
+        print(f"unattempted cells: {' '.join(summary['unattempted'])}")
+    print(f"wrote {out_dir / 'summary.json'} and {out_dir / 'report.html'}")
+    return 0 if not summary["unattempted"] else 3
 
 
 if __name__ == "__main__":

@@ -44,9 +44,17 @@ class Accounting:
         run = self.config.stash[RUN_KEY]
         manifest = run_manifest(self.run_dir.path.name, self.run_dir.path.parent.name, run.protocol.as_dict(),
                                 run.protocol.identity, run.policy.as_dict(), list(sys.argv))
+        selection: dict[str, Any] = {"schema_version": 1, "cells": [self._cell(n) for n in self.selected]}
+        if run.resume is not None:
+            from pytest_libero.resume import previous_sessions
+
+            manifest["previous_sessions"] = previous_sessions(self.run_dir.path)
+        if run.shard is not None:
+            # The whole selection too, so a merge knows the cells of a shard that never wrote anything.
+            manifest["shard"] = selection["shard"] = run.shard.as_dict()
+            selection["unsharded_cells"] = [cell.id for cell in run.all_cells]
         write_json_atomic(self.run_dir.path / "run.json", manifest)
-        write_json_atomic(self.run_dir.path / "selection.json",
-                          {"schema_version": 1, "cells": [self._cell(n) for n in self.selected]})
+        write_json_atomic(self.run_dir.path / "selection.json", selection)
 
     @staticmethod
     def _cell(nodeid: str) -> str:
@@ -62,7 +70,11 @@ class Accounting:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
+        from pytest_libero.plugin import RESUMED_KEY
+
         node.workerinput["libero_run_dir"] = str(self.run_dir.path)
+        resumed: frozenset[str] = self.config.stash.get(RESUMED_KEY, frozenset())
+        node.workerinput["libero_resumed"] = sorted(resumed)
 
     # -- outcomes ------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
@@ -160,6 +172,8 @@ class Accounting:
                 detail = f"{row['outcome']}/{row['termination']}: {counters_text(row)}"
                 if row.get("kind") == "diagnostic":
                     detail += " [infrastructure diagnostic]"
+                if row.get("resumed"):
+                    detail += " [resumed: recorded earlier]"
             else:
                 detail = row.get("message", "")
             tr.write_line(f"{self._cell(nodeid):<22} {status.upper():<12} {detail}")
@@ -167,4 +181,8 @@ class Accounting:
         tr.write_line(f"LIBERO: selected {c['selected']} = passed {c['passed']} + failed {c['failed']} "
                       f"+ errored {c['errored']} + unattempted {c['unattempted']}", bold=True)
         if self._summary is not None:
+            from pytest_libero.telemetry import throughput_lines
+
+            for line in throughput_lines(self._summary[0].get("throughput") or {}):
+                tr.write_line(line)
             tr.write_line(f"LIBERO evidence: {self.run_dir.path} (summary.json, report.html, episodes/, videos/)")

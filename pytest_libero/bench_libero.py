@@ -40,6 +40,11 @@ def prepare_process_environment(work_dir: str) -> None:
     os.environ["LIBERO_CONFIG_PATH"] = os.path.join(work_dir, "libero-config")
 
 
+def import_simulator() -> None:
+    """Import LIBERO's environments (robosuite, MuJoCo, EGL): seconds, once per process."""
+    import libero.libero.envs  # noqa: F401
+
+
 def make_native_env(bddl_path: str) -> Any:
     """A native OffScreenRenderEnv at the contract's camera size."""
     from libero.libero.envs import OffScreenRenderEnv
@@ -71,23 +76,67 @@ class _Gate:
     timing: Timing = field(default_factory=Timing)
 
 
+_BLANK = np.zeros(IMAGE_SHAPE, dtype=np.uint8)
+_GATED_NAMES = tuple(f"{camera}_image" for camera in CAMERAS)
+
+
+def _gated(real: Callable[..., Any], gate: _Gate) -> Callable[..., Any]:
+    def gated(obs_cache: dict[str, Any]) -> Any:
+        if not gate.open:
+            return _BLANK
+        start = time.perf_counter()
+        image = real(obs_cache)
+        gate.timing.rendering_s += time.perf_counter() - start
+        gate.timing.renders += 1
+        return image
+
+    gated.__modality__ = real.__modality__  # type: ignore[attr-defined]
+    return gated
+
+
 def _gate_cameras(inner_env: Any, gate: _Gate) -> None:
-    blank = np.zeros(IMAGE_SHAPE, dtype=np.uint8)
-    for camera in CAMERAS:
-        name = f"{camera}_image"
-        real = inner_env._observables[name]._sensor
+    """Gate the two camera sensors, now and after every hard reset (which re-creates them)."""
+    for name in _GATED_NAMES:
+        sensor = _gated(inner_env._observables[name]._sensor, gate)
+        inner_env.modify_observable(observable_name=name, attribute="sensor", modifier=sensor)
+    create = inner_env._create_camera_sensors
 
-        def gated(obs_cache: dict[str, Any], real: Callable[..., Any] = real) -> Any:
-            if not gate.open:
-                return blank
-            start = time.perf_counter()
-            image = real(obs_cache)
-            gate.timing.rendering_s += time.perf_counter() - start
-            gate.timing.renders += 1
-            return image
+    def create_gated(*args: Any, **kwargs: Any) -> tuple[list[Any], list[str]]:
+        sensors, names = create(*args, **kwargs)
+        return [_gated(s, gate) if n in _GATED_NAMES else s for s, n in zip(sensors, names, strict=True)], names
 
-        gated.__modality__ = real.__modality__  # type: ignore[attr-defined]
-        inner_env.modify_observable(observable_name=name, attribute="sensor", modifier=gated)
+    inner_env._create_camera_sensors = create_gated
+
+
+class EnvCache:
+    """The service's native environment, kept between episodes of the same task when allowed.
+
+    A kept environment is hard-reset as LIBERO resets it (model recompiled, new MjData), so
+    episodes are bit-identical to a fresh environment's (tests/test_performance_identity.py);
+    what is saved is the constructor, and the camera renders robosuite makes while resetting.
+    A soft reset (robosuite's hard_reset=False) is not bit-identical and is never used.
+    """
+
+    def __init__(self) -> None:
+        self.key: str | None = None
+        self.env: Any = None
+        self.gate = _Gate()
+
+    def get(self, bddl_path: str, reuse: bool) -> tuple[Any, _Gate, bool]:
+        """(env, its camera gate, whether it was built now)."""
+        if reuse and self.env is not None and self.key == bddl_path:
+            return self.env, self.gate, False
+        self.close()
+        self.gate = _Gate()
+        self.env = make_native_env(bddl_path)
+        self.key = bddl_path
+        _gate_cameras(self.env.env, self.gate)
+        return self.env, self.gate, True
+
+    def close(self) -> None:
+        env, self.env, self.key = self.env, None, None
+        if env is not None:
+            env.close()
 
 
 def _warning_counts(inner_env: Any) -> tuple[int, ...]:
@@ -101,7 +150,8 @@ class LiberoEpisode:
     """One native episode: built by `start`, advanced by `submit`, closed by `finish`."""
 
     def __init__(self, cell: dict[str, Any], control_cap: int, settle_controls: int,
-                 allow_mismatch: bool, track: str = "rgb") -> None:
+                 allow_mismatch: bool, track: str = "rgb", cache: EnvCache | None = None,
+                 reuse_env: bool = True) -> None:
         start = time.perf_counter()
         suite, task_index, init_index = cell["suite"], cell["task_index"], cell["init_index"]
         entry = catalog.entry(suite, task_index)
@@ -128,12 +178,14 @@ class LiberoEpisode:
         self.control_cap = control_cap
         self.executed = 0
         self.first_success_control: int | None = None
-        self.gate = _Gate()
-        self.env = make_native_env(str(bddl_path))
+        self.cache = cache if cache is not None else EnvCache()
+        self.reuse_env = reuse_env
+        self.env, self.gate, built = self.cache.get(str(bddl_path), reuse_env)
+        self.gate.timing = Timing()
+        self.private["env_reused"] = not built
         try:
             self.env.seed(cell["seed"])
             self.env.reset()
-            _gate_cameras(self.env.env, self.gate)
             self.env.set_init_state(states[init_index])
             self._warnings = _warning_counts(self.env.env)
             self.gate.timing.setup_s = time.perf_counter() - start
@@ -168,8 +220,11 @@ class LiberoEpisode:
     def state(self, raw: Any) -> np.ndarray | None:
         return state_from_native(raw, self.track)
 
-    def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]:
-        """Execute the chunk (already the declared prefix) up to the first success or the cap."""
+    def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]:
+        """Execute the chunk (already the declared prefix) up to the first success or the cap.
+
+        With `frames`, every control is rendered and returned (video at the control rate).
+        """
         from pytest_libero.contract import validate_chunk
 
         chunk = validate_chunk(chunk)  # defence in depth: the engine validated it already
@@ -178,8 +233,9 @@ class LiberoEpisode:
         success = False
         raw: Any = None
         executed_now = 0
+        rendered: list[dict[str, np.ndarray]] = []
         for i in range(planned):
-            self.gate.open = render_last and i == planned - 1
+            self.gate.open = frames or (render_last and i == planned - 1)
             start = time.perf_counter()
             rendered_before = self.gate.timing.rendering_s
             raw, _, done, _ = self.env.step(chunk[i])
@@ -188,6 +244,8 @@ class LiberoEpisode:
             self.executed += 1
             executed_now += 1
             self._check_stable(f"control {self.executed}")
+            if frames:
+                rendered.append(self.observation(raw))
             if done:
                 success = True
                 self.first_success_control = self.executed
@@ -198,7 +256,8 @@ class LiberoEpisode:
         if not success and not truncated and render_last:
             delivered, state = self.observation(raw), self.state(raw)
         return {"executed": executed_now, "executed_total": self.executed, "success": success,
-                "truncated": truncated, "observation": delivered, "state": state}
+                "truncated": truncated, "observation": delivered, "state": state,
+                "frames": rendered if frames else None}
 
     def render_now(self) -> dict[str, np.ndarray]:
         """Render both cameras at the current state (for the video's last frame; no physics)."""
@@ -223,10 +282,13 @@ class LiberoEpisode:
                     "renders": timing.renders},
             final_state_sha256=sha256_array(self.env.get_sim_state()),
         )
-        self.close()
+        if self.reuse_env:
+            self.env = None  # stays in the cache for the next episode of this task
+        else:
+            self.close()
         return evidence
 
     def close(self) -> None:
-        env, self.env = getattr(self, "env", None), None
-        if env is not None:
-            env.close()
+        """Drop the environment (after a fault, or when it is not to be reused)."""
+        self.env = None
+        self.cache.close()

@@ -26,7 +26,8 @@ class EpisodeFiles:
         hashes = {} if run.isolation == "process" else adapter_file_hash(policy)
         self.profile = dict(profile_of(policy, run.policy), **hashes)
         self.profile["isolation"] = "process" if run.isolation == "process" else "in-process"
-        fps = max(1, round(CONTROL_HZ / run.protocol.replan_interval))  # one frame per delivered observation
+        # One frame per delivered observation (or per control), played back in real time.
+        fps = CONTROL_HZ if run.video_rate == "control" else max(1, round(CONTROL_HZ / run.protocol.replan_interval))
         self.video = VideoWriter(run_dir.video_path(cell.id), fps=fps) if run.video != "none" else None
 
     def frame(self, images: Any, first_success: bool) -> None:

@@ -6,6 +6,7 @@ pytest_configure: before any worker starts and before anything is collected.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pytest
@@ -16,6 +17,7 @@ from pytest_libero.contract import TRACKS
 from pytest_libero.policy import PolicySpec, check_spec, parse_policy_kwargs
 from pytest_libero.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
 from pytest_libero.service import DEFAULT_TIMEOUT_S
+from pytest_libero.shards import Shard, resolve_shard
 
 SCOPES = ("development", "task_coverage", "plan")
 DEFAULT_SELECTION = ("libero_10", (0, 1))
@@ -72,11 +74,52 @@ def addoptions(parser: pytest.Parser) -> None:
     group.addoption("--libero-output", dest="libero_output", default=None, metavar="DIR",
                     help="Root folder of run outputs (default: reports/ under the rootdir); each run "
                          "writes <root>/<policy profile>/<run id>/")
+    group.addoption("--libero-video-rate", dest="libero_video_rate", choices=("delivered", "control"),
+                    default="delivered",
+                    help="Video frames per delivered observation (default: no extra rendering) or per "
+                         "control (smooth, renders every control: several times slower on a CPU)")
+    group.addoption("--libero-env-reuse", dest="libero_env_reuse", choices=("on", "off"), default="on",
+                    help="Keep the simulator's environment between episodes of one task (default on; "
+                         "proven bit-identical to a fresh environment) or build a fresh one every episode")
     group.addoption("--libero-video", dest="libero_video", choices=("all", "failures", "none"), default="all",
                     help="Which episodes keep an MP4 (default all)")
     group.addoption("--libero-service-timeout", dest="libero_service_timeout", type=float,
                     default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                     help=f"Deadline for each bench service reply (default {DEFAULT_TIMEOUT_S:g})")
+    add_scale_out_options(group)
+
+
+# Default whole-episode deadline: a setup allowance (service start, env build, settling) plus a
+# generous allowance per control (simulation, rendering and a large policy's share of a call).
+EPISODE_SETUP_ALLOWANCE_S = 600.0
+EPISODE_PER_CONTROL_S = 5.0
+
+
+def default_episode_timeout_s(control_cap: int) -> float:
+    """600 s + 5 s x the episode's control cap (LIBERO-10 horizon 520: 3,200 s)."""
+    return EPISODE_SETUP_ALLOWANCE_S + EPISODE_PER_CONTROL_S * control_cap
+
+
+def add_scale_out_options(group: pytest.OptionGroup) -> None:
+    """GPU pinning, the whole-episode deadline, resume and shards (docs/scale-out.md)."""
+    group.addoption("--libero-gpus", dest="libero_gpus", default=None, metavar="IDS",
+                    help="GPUs for the xdist workers, round-robin, e.g. 0,1,2,3 (CUDA indices in nvidia-smi "
+                         "order, or UUIDs). Default: CUDA_VISIBLE_DEVICES, else nvidia-smi; none: CPU")
+    group.addoption("--libero-episode-timeout", dest="libero_episode_timeout", type=float, default=None,
+                    metavar="SECONDS",
+                    help="Deadline for a whole episode; past it the episode ends as an error (simulator) or "
+                         "a policy fault (policy call), and the worker goes on. Default: "
+                         f"{EPISODE_SETUP_ALLOWANCE_S:g} + {EPISODE_PER_CONTROL_S:g} x the control cap")
+    group.addoption("--libero-resume", dest="libero_resume", default=None, metavar="RUN_DIR",
+                    help="Continue the run in RUN_DIR: skip cells with a complete record of the same protocol "
+                         "and policy, re-run errored and unattempted ones")
+    group.addoption("--libero-resume-keep-errors", dest="libero_resume_keep_errors", action="store_true",
+                    default=False, help="With --libero-resume, keep errored records instead of re-running them")
+    group.addoption("--libero-shard", dest="libero_shard", default=None, metavar="K/N",
+                    help="Run shard K of N (1-based stride of the selected cells in native order). Also read "
+                         "from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT and JOB_COMPLETION_INDEX")
+    group.addoption("--libero-shard-count", dest="libero_shard_count", type=int, default=None, metavar="N",
+                    help="Number of shards of a Kubernetes Indexed Job (default: LIBERO_SHARD_COUNT)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +133,22 @@ class LiberoRun:
     service_timeout_s: float
     output_root: str | None
     video: str
+    video_rate: str = "delivered"
+    reuse_env: bool = True
     isolation: str = "none"
     policy_timeout_s: float = 300.0
+    gpus: str | None = None  # --libero-gpus as given
+    episode_timeout_s: float | None = None  # None: default_episode_timeout_s(cap) per cell
+    resume: str | None = None
+    resume_keep_errors: bool = False
+    shard: Shard | None = None
+    all_cells: tuple[Cell, ...] = ()  # the selection before sharding (cells when not sharded)
+
+    def episode_deadline_s(self, suite: str) -> float:
+        """The whole-episode deadline of a cell of `suite`."""
+        if self.episode_timeout_s is not None:
+            return self.episode_timeout_s
+        return default_episode_timeout_s(self.protocol.control_cap(suite))
 
 
 def parse_task_ids(text: str) -> list[int]:
@@ -172,10 +229,22 @@ def build_run(config: pytest.Config) -> LiberoRun:
         raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
     protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls,
                         track=opt("libero_track"))
-    return LiberoRun(protocol=protocol, cells=cells, policy=spec,
+    episode_timeout = opt("libero_episode_timeout")
+    if episode_timeout is not None and not episode_timeout > 0:
+        raise pytest.UsageError(f"--libero-episode-timeout {episode_timeout}: must be a positive number of seconds")
+    try:
+        shard = resolve_shard(opt("libero_shard"), opt("libero_shard_count"), os.environ)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if opt("libero_resume_keep_errors") and opt("libero_resume") is None:
+        raise pytest.UsageError("--libero-resume-keep-errors applies only with --libero-resume RUN_DIR")
+    return LiberoRun(protocol=protocol, cells=shard.select(cells) if shard else cells, policy=spec,
                      allow_source_mismatch=opt("libero_allow_source_mismatch"), service_timeout_s=timeout,
                      output_root=opt("libero_output"), video=opt("libero_video"),
-                     isolation=opt("libero_policy_isolation"), policy_timeout_s=policy_timeout)
+                     video_rate=opt("libero_video_rate"), reuse_env=opt("libero_env_reuse") == "on",
+                     isolation=opt("libero_policy_isolation"), policy_timeout_s=policy_timeout,
+                     gpus=opt("libero_gpus"), episode_timeout_s=episode_timeout, resume=opt("libero_resume"),
+                     resume_keep_errors=opt("libero_resume_keep_errors"), shard=shard, all_cells=cells)
 
 
 def _hook_names(config: pytest.Config) -> list[str]:

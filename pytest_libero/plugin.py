@@ -23,6 +23,7 @@ from pytest_libero.records import RunDir, new_run_id, profile_slug
 RUN_KEY = pytest.StashKey[LiberoRun]()
 RUN_DIR_KEY = pytest.StashKey[RunDir]()
 RESULT_KEY = pytest.StashKey[Any]()
+RESUMED_KEY = pytest.StashKey[frozenset[str]]()  # cells whose records a resumed run keeps
 
 
 class LiberoSourceWarning(UserWarning):
@@ -53,9 +54,14 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "libero_run_dir" in workerinput:
         config.stash[RUN_DIR_KEY] = RunDir(Path(workerinput["libero_run_dir"]))
+        config.stash[RESUMED_KEY] = frozenset(workerinput.get("libero_resumed", ()))
     else:
-        root = Path(run.output_root) if run.output_root else config.rootpath / "reports"
-        config.stash[RUN_DIR_KEY] = RunDir(root.resolve() / profile_slug(run.policy.name) / new_run_id())
+        _configure_controller_run(config, run)
+    if workerinput is not None:
+        from pytest_libero.gpus import pin_worker
+
+        # Before collection and before the policy fixture imports anything that grabs a GPU.
+        pin_worker(workerinput.get("libero_gpu"))
     if is_libero_run(config) and config.args_source != pytest.Config.ArgsSource.ARGS:
         # No paths given: run the bundled evaluation cases (this works the same in this
         # checkout and when pytest-libero is pip-installed into another project).
@@ -78,7 +84,8 @@ def pytest_report_header(config: pytest.Config) -> str:
     p = run.protocol
     budget = (f"decisions D={p.max_policy_calls} K={p.replan_interval}" if p.budget == "decisions"
               else f"horizon (per-suite reference), K={p.replan_interval}")
-    return (f"libero: scope {p.scope}, {len(run.cells)} cell(s), policy {run.policy.name}, "
+    shard = f" (shard {run.shard.index}/{run.shard.count} from {run.shard.source})" if run.shard else ""
+    return (f"libero: scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
             f"budget {budget}, track {p.track}, protocol {p.identity}")
 
 
@@ -97,6 +104,36 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     if isinstance(cell, Cell):
         # -k matches task names, e.g. -k KITCHEN_SCENE3
         item.extra_keyword_matches.add(catalog.public_entry(cell.suite, cell.task_index)["task_name"])
+
+
+def _configure_controller_run(config: pytest.Config, run: LiberoRun) -> None:
+    """The run folder (new, or the resumed one with the cells it keeps) and the GPU assignment."""
+    from pytest_libero import gpus
+
+    resumed: frozenset[str] = frozenset()
+    if run.resume is not None:
+        from pytest_libero.resume import completed_cells
+
+        run_dir = Path(run.resume).resolve()
+        if not config.option.collectonly:
+            kept = completed_cells(run_dir, run.protocol.as_dict(), run.protocol.identity, run.policy.as_dict(),
+                                   run.resume_keep_errors)
+            resumed = frozenset(kept) & {cell.id for cell in run.cells}
+    else:
+        root = Path(run.output_root) if run.output_root else config.rootpath / "reports"
+        run_dir = root.resolve() / profile_slug(run.policy.name) / new_run_id()
+    config.stash[RUN_DIR_KEY] = RunDir(run_dir)
+    config.stash[RESUMED_KEY] = resumed
+    if config.option.collectonly:
+        return
+    try:
+        found, _ = gpus.discover_gpus(run.gpus)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if getattr(config.option, "dist", "no") != "no":
+        config.pluginmanager.register(gpus.GpuAssignment(found), "libero-gpus")
+    elif found:
+        gpus.pin_worker(found[0].as_dict())  # one process: the first GPU
 
 
 @pytest.hookimpl(wrapper=True)
@@ -165,9 +202,11 @@ def libero_source_check(libero_run: LiberoRun, libero_service: Any) -> list[str]
 @pytest.fixture(scope="session")
 def libero_service(libero_run: LiberoRun) -> Iterator[Any]:
     """The worker's bench service (a separate simulator process), restarted after a fault."""
+    from pytest_libero.gpus import service_env
     from pytest_libero.service import BenchService
 
-    service = BenchService(timeout_s=libero_run.service_timeout_s)
+    # On a GPU worker: render on that GPU (its EGL index); a failed mapping errors every item.
+    service = BenchService(timeout_s=libero_run.service_timeout_s, env=service_env())
     yield service
     service.close()
 
@@ -188,21 +227,30 @@ class Episode:
 
 
 @pytest.fixture
-def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run: LiberoRun,
-                   libero_policy: Any, libero_service: Any, libero_source_check: list[str]) -> Episode:
+def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run: LiberoRun) -> Episode:
     """Run one episode of the policy on this item's cell and write its evidence.
 
     Environment faults error the item; its record (and video so far) is written all the same.
+    A cell a resumed run keeps reports its record instead (no policy, no simulator).
     """
     from pytest_libero.episode_files import EpisodeFiles
     from pytest_libero.rollout import run_episode
 
+    if libero_cell.id in request.config.stash.get(RESUMED_KEY, frozenset()):
+        return _resumed_episode(request, libero_cell)
+    # Requested here, not as parameters, so that a run of resumed cells builds nothing.
+    libero_policy = request.getfixturevalue("libero_policy")
+    libero_service = request.getfixturevalue("libero_service")
+    libero_source_check: list[str] = request.getfixturevalue("libero_source_check")
     files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
                          worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time())
     fault: EnvironmentFault | None = None
     try:
         result = run_episode(libero_service, libero_policy, libero_cell, libero_run.protocol,
-                             allow_source_mismatch=libero_run.allow_source_mismatch, on_frame=files.frame)
+                             allow_source_mismatch=libero_run.allow_source_mismatch, on_frame=files.frame,
+                             deadline_s=libero_run.episode_deadline_s(libero_cell.suite),
+                             interrupt_policy=libero_run.isolation != "process",
+                             video_rate=libero_run.video_rate, reuse_env=libero_run.reuse_env)
     except EnvironmentFault as exc:
         fault, result = exc, exc.partial  # type: ignore[attr-defined]
     result.warnings.extend(libero_source_check)
@@ -210,3 +258,19 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     if fault is not None:
         pytest.fail(f"env_error: {fault}", pytrace=False)
     return Episode(result)
+
+
+def _resumed_episode(request: pytest.FixtureRequest, cell: Cell) -> Episode:
+    """The verdict of a kept record, reported as if the episode had just run."""
+    import json
+    from types import SimpleNamespace
+
+    from pytest_libero.summary import episode_row
+
+    record = json.loads(request.config.stash[RUN_DIR_KEY].record_path(cell.id).read_text(encoding="utf-8"))
+    row = dict(episode_row(cell.id, record), resumed=True)
+    request.node.stash[RESULT_KEY] = row
+    outcome, message = record["outcome"]["outcome"], record["outcome"]["message"]
+    if outcome not in ("success", "failure", "policy_error"):
+        pytest.fail(f"{outcome} (kept by --libero-resume-keep-errors): {message}", pytrace=False)
+    return Episode(SimpleNamespace(outcome=outcome, message=f"{message} [resumed: recorded earlier]"))

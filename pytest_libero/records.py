@@ -103,8 +103,16 @@ def cell_fields(cell_id: str) -> dict[str, Any]:
 
 
 def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dict[str, Any],
-                   video: dict[str, Any] | None, worker: str, started: float) -> dict[str, Any]:
-    """The record of a finished (or failed) episode, from the engine's EpisodeResult."""
+                   video: dict[str, Any] | None, worker: str, started: float,
+                   compute: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record of a finished (or failed) episode, from the engine's EpisodeResult.
+
+    `compute` (GPU and rendering backend) defaults to this worker's pinned GPU (pytest_libero.gpus).
+    """
+    if compute is None:
+        from pytest_libero.gpus import record_fields
+
+        compute = record_fields()
     private = dict(result.private)
     timing = dict(result.timing)
     timing["wall_s"] = time.time() - started
@@ -131,6 +139,7 @@ def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dic
         "timing": timing,
         "video": video,
         "worker": worker,
+        "compute": dict(compute, env_reused=private.get("env_reused")),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 

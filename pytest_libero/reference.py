@@ -11,6 +11,7 @@ plugin.
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -25,11 +26,19 @@ from pytest_libero.inventory import InstalledLibero, sha256_array
 from pytest_libero.protocol import SETTLE_CONTROLS
 
 
+def state_digest(env: Any) -> str:
+    """sha256 of the simulator's qpos and qvel (an OffScreenRenderEnv's)."""
+    data = env.env.sim.data
+    return hashlib.sha256(np.ascontiguousarray(data.qpos).tobytes()
+                          + np.ascontiguousarray(data.qvel).tobytes()).hexdigest()
+
+
 @dataclass
 class NativeRun:
     executed_controls: int = 0
     success_control: int | None = None
     delivered: list[str] = field(default_factory=list)  # image digests, in delivery order
+    states: list[str] = field(default_factory=list)  # sha256 of qpos + qvel after every control
     final_state_sha256: str = ""
     timing: dict[str, float] = field(default_factory=dict)
 
@@ -67,6 +76,7 @@ def native_rollout(suite: str, task_index: int, chunks: list[np.ndarray], replan
                     break
                 raw, _, done, _ = env.step(action)
                 run.executed_controls += 1
+                run.states.append(state_digest(env))
                 if done:
                     run.success_control = run.executed_controls
                     break

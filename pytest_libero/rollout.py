@@ -7,6 +7,9 @@ truncation, voluntary stop, policy fault) and raises `EnvironmentFault` for the 
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -16,7 +19,7 @@ import numpy as np
 
 from pytest_libero.catalog import Cell
 from pytest_libero.contract import STOP, Counters, seal_observation, validate_chunk
-from pytest_libero.errors import ActionError, EnvironmentFault
+from pytest_libero.errors import ActionError, EnvironmentFault, PolicyFault
 from pytest_libero.evidence import image_hashes
 from pytest_libero.protocol import Protocol as EvalProtocol
 
@@ -30,7 +33,7 @@ class Service(Protocol):
 
     def start(self, payload: dict[str, Any]) -> dict[str, Any]: ...
 
-    def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]: ...
+    def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]: ...
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]: ...
 
@@ -76,13 +79,71 @@ class EpisodeResult:
         return asdict(self)
 
 
+class PolicyDeadline(PolicyFault):
+    """The episode deadline passed inside an in-process policy call (it was interrupted)."""
+
+
+@contextlib.contextmanager
+def _policy_deadline(deadline: float | None, enabled: bool) -> Any:
+    """Interrupt a policy call still running at `deadline` (SIGALRM; main thread of POSIX only).
+
+    An in-process call cannot be killed, only interrupted: this ends a policy that sleeps, waits
+    on a socket or loops in Python; a hang inside C code that holds the GIL needs
+    --libero-policy-isolation process, whose per-call deadline kills the policy's process.
+    """
+    if deadline is None or not enabled or threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "setitimer"):
+        yield
+        return
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise PolicyDeadline("the episode deadline (--libero-episode-timeout) passed before the policy call")
+
+    def expire(signum: int, frame: Any) -> None:
+        raise PolicyDeadline("the episode deadline (--libero-episode-timeout) passed inside the policy call")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, left)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol,
-                allow_source_mismatch: bool = False, on_frame: FrameSink | None = None) -> EpisodeResult:
+                allow_source_mismatch: bool = False, on_frame: FrameSink | None = None,
+                deadline_s: float | None = None, interrupt_policy: bool = True,
+                video_rate: str = "delivered", reuse_env: bool = True) -> EpisodeResult:
     """Run one episode of `policy` on `cell` under `protocol`.
 
-    Every delivered observation is hashed into `result.observations` and, with `on_frame`, passed
-    on (for the video) together with a final frame rendered when the episode ends.
+    Every delivered observation is hashed into `result.observations`. With `on_frame`, video
+    frames are passed on: at video_rate "delivered", each delivered observation and a final
+    frame rendered when the episode ends; at "control", the first observation and then every
+    executed control's render. `reuse_env` lets the service keep its environment between
+    episodes of one task (bit-identical; see bench_libero.EnvCache).
+
+    `deadline_s` bounds the whole episode: every service request gets at most the time left (a
+    service that needs longer is killed: env_error), and with `interrupt_policy` an in-process
+    policy call still running at the deadline is interrupted (policy_error).
     """
+    deadline = None if deadline_s is None else time.monotonic() + deadline_s
+    # A service may not support deadlines (test doubles); BenchService does.
+    set_deadline = getattr(service, "set_deadline", None)
+    if set_deadline is not None:
+        set_deadline(deadline)
+    try:
+        return _run(service, policy, cell, protocol, allow_source_mismatch, on_frame, deadline, interrupt_policy,
+                    video_rate, reuse_env)
+    finally:
+        if set_deadline is not None:
+            set_deadline(None)
+
+
+def _run(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol, allow_source_mismatch: bool,
+         on_frame: FrameSink | None, deadline: float | None, interrupt_policy: bool, video_rate: str,
+         reuse_env: bool) -> EpisodeResult:
+    every_control = on_frame is not None and video_rate == "control"
     result = EpisodeResult(
         cell_id=cell.id, suite=cell.suite, task_index=cell.task_index, init_index=cell.init_index,
         seed=cell.seed, control_cap=protocol.control_cap(cell.suite), cap_source=protocol.cap_source(cell.suite),
@@ -95,13 +156,14 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
             "cell": {"suite": cell.suite, "task_index": cell.task_index, "init_index": cell.init_index,
                      "seed": cell.seed},
             "control_cap": result.control_cap, "settle_controls": protocol.settle_controls,
-            "allow_mismatch": allow_source_mismatch, "track": protocol.track,
+            "allow_mismatch": allow_source_mismatch, "track": protocol.track, "reuse_env": reuse_env,
         })
         result.language = started["language"]
         result.settling_controls = started["settling_controls"]
         images, state = started["observation"], started.get("state")
         try:
-            policy.reset(result.language)
+            with _policy_deadline(deadline, interrupt_policy):
+                policy.reset(result.language)
         except EnvironmentFault:
             raise
         except Exception as exc:  # noqa: BLE001 - any other adapter exception is a policy fault
@@ -110,7 +172,7 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
         while images is not None:
             counters = Counters(result.policy_calls, result.action_decisions, result.executed_controls)
             observation = seal_observation(result.language, images, counters, state, protocol.track)
-            if on_frame is not None:
+            if on_frame is not None and not (every_control and result.policy_calls > 0):
                 on_frame(observation.images, False)
             result.policy_calls += 1
             result.observations.append({"policy_call": result.policy_calls,
@@ -120,7 +182,8 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
                 result.observations[-1]["state"] = observation.state.tolist()
             tick = time.perf_counter()
             try:
-                raw = policy.act(observation)
+                with _policy_deadline(deadline, interrupt_policy):
+                    raw = policy.act(observation)
             except EnvironmentFault:
                 policy_s += time.perf_counter() - tick
                 raise
@@ -144,7 +207,10 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
             result.action_decisions += 1
             prefix = chunk[: protocol.replan_interval]
             last_call = result.max_policy_calls is not None and result.policy_calls >= result.max_policy_calls
-            step = service.submit(prefix, deliver=not last_call)
+            step = service.submit(prefix, deliver=not last_call, frames=every_control)
+            for index, frame in enumerate(step.get("frames") or ()):
+                assert on_frame is not None
+                on_frame(frame, step["success"] and index == len(step["frames"]) - 1)
             result.executed_controls = step["executed_total"]
             result.chunks.append({"policy_call": result.policy_calls, "returned": chunk.tolist(),
                                   "dtype": str(np.asarray(raw).dtype), "executed": step["executed"]})
@@ -159,7 +225,7 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
                 result.message = f"no native success within the cap: {result.counters_text()}"
                 break
             images, state = step["observation"], step.get("state")
-        result.private = service.finish(final_frame=on_frame is not None)
+        result.private = service.finish(final_frame=on_frame is not None and not every_control)
         final_frame = result.private.pop("final_frame", None)
         if on_frame is not None and final_frame is not None:
             on_frame(final_frame, result.outcome == "success")

@@ -33,8 +33,11 @@ def serve(conn: Any) -> None:
 
 
 def _answer(conn: Any) -> None:
-    from pytest_libero.bench_libero import LiberoEpisode
+    from pytest_libero.bench_libero import EnvCache, LiberoEpisode, import_simulator
 
+    import_simulator()  # the service exists to run LIBERO: pay the imports while the worker sets up
+
+    cache = EnvCache()
     episode: LiberoEpisode | None = None
     while True:
         try:
@@ -46,7 +49,7 @@ def _answer(conn: Any) -> None:
                 if episode is not None:
                     episode.close()
                 episode = None
-                episode = LiberoEpisode(**payload)
+                episode = LiberoEpisode(**payload, cache=cache)
                 value: Any = {"language": episode.language,
                               "observation": episode.observation(episode.first_raw),
                               "state": episode.state(episode.first_raw),
@@ -69,6 +72,7 @@ def _answer(conn: Any) -> None:
             conn.send(("error", type(exc).__name__, str(exc), traceback.format_exc()))
     if episode is not None:
         episode.close()
+    cache.close()
 
 
 def _check_sources() -> str | None:

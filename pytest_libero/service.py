@@ -7,9 +7,11 @@ one. The policy never holds this object's process or pipe.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -23,8 +25,12 @@ DEFAULT_TIMEOUT_S = 600.0
 class BenchService:
     """A lazily started bench service process (one per worker)."""
 
-    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> None:
         self.timeout_s = timeout_s
+        # Extra environment of the service process (e.g. MUJOCO_EGL_DEVICE_ID of the worker's GPU).
+        self.env = dict(env or {})
+        # time.monotonic() by which the current episode must end (set by the engine); None: no limit.
+        self.deadline: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
         self.restarts = 0
@@ -46,6 +52,7 @@ class BenchService:
             process = subprocess.Popen(
                 [sys.executable, "-m", "pytest_libero.server", str(child.fileno())],
                 pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                env=dict(os.environ, **self.env) if self.env else None,
             )
         self._process, self._conn = process, Connection(parent.detach())
 
@@ -59,14 +66,27 @@ class BenchService:
                 process.kill()
             process.wait(timeout=30)
 
+    def set_deadline(self, deadline: float | None) -> None:
+        """Bound every request until `deadline` (time.monotonic()) by the time left; None lifts it."""
+        self.deadline = deadline
+
     def request(self, op: str, payload: Any = None, timeout_s: float | None = None) -> Any:
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        by_deadline = self.deadline is not None and self.deadline - time.monotonic() < timeout
+        if by_deadline:
+            assert self.deadline is not None
+            timeout = self.deadline - time.monotonic()
+            if timeout <= 0:
+                raise EnvironmentFault(f"episode deadline (--libero-episode-timeout) passed before {op!r}")
         self._ensure_started()
         assert self._conn is not None
-        timeout = self.timeout_s if timeout_s is None else timeout_s
         try:
             self._conn.send((op, payload))
             if not self._conn.poll(timeout):
                 self._discard()
+                if by_deadline:
+                    raise EnvironmentFault(f"episode deadline (--libero-episode-timeout) passed while the bench "
+                                           f"service worked on {op!r}; it was killed")
                 raise EnvironmentFault(f"bench service gave no reply to {op!r} within {timeout:g} s; it was killed")
             reply = self._conn.recv()
         except (EOFError, OSError, BrokenPipeError) as exc:
@@ -89,8 +109,9 @@ class BenchService:
     def start(self, payload: dict[str, Any]) -> dict[str, Any]:
         return self.request("start", payload)  # type: ignore[no-any-return]
 
-    def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]:
-        return self.request("submit", {"chunk": chunk, "deliver": deliver})  # type: ignore[no-any-return]
+    def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]:
+        payload = {"chunk": chunk, "deliver": deliver, "frames": frames}
+        return self.request("submit", payload)  # type: ignore[no-any-return]
 
     def check_sources(self) -> str | None:
         """None when installed LIBERO files match the inventory, else the mismatch message."""

@@ -15,6 +15,7 @@ from typing import Any
 from pytest_libero.catalog import SUITES
 from pytest_libero.evidence import is_temporary, write_bytes_atomic, write_json_atomic
 from pytest_libero.records import RunDir
+from pytest_libero.telemetry import throughput
 
 SUMMARY_SCHEMA_VERSION = 1
 # How pytest outcomes group the native ones.
@@ -103,6 +104,7 @@ def build_summary(run_dir: Path) -> dict[str, Any]:
         "episodes": [episode_row(cell, records.get(cell)) for cell in cells],
         "unattempted": [c for c in cells if c not in records or records[c]["outcome"]["outcome"] == "not_run"],
         "unreadable_records": problems,
+        "throughput": throughput(records),
     }
 
 
@@ -124,10 +126,8 @@ def success_chart_png(summary: dict[str, Any]) -> bytes:
     """Bar chart of per-suite success rates (errors excluded) with their Wilson intervals."""
     import io
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # The object API, not pyplot: no global figure state, no interactive backend selection.
+    from matplotlib.figure import Figure
 
     groups = [(s, g) for s, g in summary["suites"].items()] + [("overall", summary["overall"])]
     names, rates, lows, highs = [], [], [], []
@@ -139,7 +139,8 @@ def success_chart_png(summary: dict[str, Any]) -> bytes:
         rates.append(100 * rate)
         lows.append(100 * (rate - low))
         highs.append(100 * (high - rate))
-    figure, axis = plt.subplots(figsize=(1.6 * len(groups) + 2, 3.2), dpi=100)
+    figure = Figure(figsize=(1.6 * len(groups) + 2, 3.2), dpi=100)
+    axis = figure.subplots()
     axis.bar(names, rates, yerr=[lows, highs], capsize=6, color="#4c72b0")
     axis.set_ylim(0, 100)
     axis.set_ylabel("success rate, % (95% Wilson CI)")
@@ -147,7 +148,6 @@ def success_chart_png(summary: dict[str, Any]) -> bytes:
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
-    plt.close(figure)
     return buffer.getvalue()
 
 

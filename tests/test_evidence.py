@@ -189,3 +189,16 @@ def test_report_refuses_to_merge_different_protocols(pytester, project):
     done = subprocess.run([sys.executable, "-m", "pytest_libero", "report", str(run_dir)],
                           capture_output=True, text=True)
     assert done.returncode == 1 and "mixes protocol identities" in done.stderr and "never merge" in done.stderr
+
+
+def test_control_rate_video_has_a_frame_per_control(pytester, project):
+    project(success_at=8)
+    result = pytester.runpytest("--libero-scope", "development", "--libero-task-ids", "0", "--libero-policy",
+                                "policy.py:Hold", "--libero-video-rate", "control")
+    result.assert_outcomes(passed=1)
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    record = records(run_dir)["libero_10-t00-s00"]
+    check_videos(run_dir, records(run_dir))
+    # the first observation, then one frame per executed control; the 8th control succeeded
+    assert record["video"] == {"path": "videos/libero_10-t00-s00.mp4", "frames": 9, "fps": 20,
+                               "first_success_frame": 8}

@@ -1,0 +1,133 @@
+"""GPU pinning on CPU: faked GPU lists, the round-robin assignment, replacement workers, EGL mapping."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from evidence_helpers import records, run_dirs
+from pytest_libero import gpus
+from pytest_libero.errors import EnvironmentFault
+from pytest_libero.gpus import Gpu, GpuAssignment, discover_gpus, egl_index_for
+
+FAKES = (Path(__file__).parent / "fakes.py").read_text()
+
+
+def fake_gpus(n: int) -> list[Gpu]:
+    return [Gpu(str(i), i, "Fake GPU", f"GPU-{i:04d}") for i in range(n)]
+
+
+def node(worker: str) -> SimpleNamespace:
+    return SimpleNamespace(gateway=SimpleNamespace(id=worker), workerinput={})
+
+
+@pytest.mark.parametrize("n_gpus", [1, 2, 4])
+def test_eight_workers_are_balanced_over_the_gpus(n_gpus):
+    assignment = GpuAssignment(fake_gpus(n_gpus))
+    nodes = [node(f"gw{i}") for i in range(8)]
+    for n in nodes:
+        assignment.pytest_configure_node(n)
+    per_gpu = collections.Counter(n.workerinput["libero_gpu"]["id"] for n in nodes)
+    assert sorted(per_gpu) == [str(i) for i in range(n_gpus)]
+    assert set(per_gpu.values()) == {8 // n_gpus}
+    # round-robin: neighbours land on different GPUs whenever there is more than one
+    assert [n.workerinput["libero_gpu"]["index"] for n in nodes] == [i % n_gpus for i in range(8)]
+
+
+@pytest.mark.parametrize("n_gpus", [2, 4])
+def test_a_crashed_workers_replacement_gets_its_gpu(n_gpus):
+    assignment = GpuAssignment(fake_gpus(n_gpus))
+    nodes = {f"gw{i}": node(f"gw{i}") for i in range(8)}
+    for n in nodes.values():
+        assignment.pytest_configure_node(n)
+    # xdist: testnodedown for the dead node, then configure_node for its replacement (new id)
+    for dead, replacement in (("gw5", "gw8"), ("gw2", "gw9"), ("gw8", "gw10")):
+        lost = assignment.gpu_of(dead)
+        assignment.pytest_testnodedown(nodes[dead], error="Not properly terminated")
+        nodes[replacement] = node(replacement)
+        assignment.pytest_configure_node(nodes[replacement])
+        assert nodes[replacement].workerinput["libero_gpu"] == lost.as_dict()
+    live = [w for w in nodes if w not in ("gw5", "gw2", "gw8")]
+    assert set(collections.Counter(assignment.gpu_of(w).id for w in live).values()) == {8 // n_gpus}
+
+
+def test_cpu_only_run_pins_nothing():
+    assignment = GpuAssignment([])
+    n = node("gw0")
+    assignment.pytest_configure_node(n)
+    assert n.workerinput["libero_gpu"] is None
+
+
+def test_gpu_list_precedence_option_then_cuda_visible_devices_then_detection():
+    detected = fake_gpus(4)
+    found, origin = discover_gpus("2,3", {"CUDA_VISIBLE_DEVICES": "0"}, detected)
+    assert [g.id for g in found] == ["2", "3"] and origin == "--libero-gpus" and found[0].uuid == "GPU-0002"
+    found, origin = discover_gpus(None, {"CUDA_VISIBLE_DEVICES": "1,GPU-0003"}, detected)
+    assert [(g.id, g.index) for g in found] == [("1", 1), ("GPU-0003", 3)] and origin == "CUDA_VISIBLE_DEVICES"
+    assert discover_gpus(None, {"CUDA_VISIBLE_DEVICES": ""}, detected)[0] == []
+    assert [g.id for g in discover_gpus(None, {}, detected)[0]] == ["0", "1", "2", "3"]
+    assert discover_gpus(None, {}, []) == ([], "none found (CPU)")
+    with pytest.raises(ValueError, match="GPU 1 is listed twice"):
+        discover_gpus("1,1", {}, detected)
+    with pytest.raises(ValueError, match="'cuda:0' is not a GPU index"):
+        discover_gpus("cuda:0", {}, detected)
+
+
+def test_egl_index_comes_from_the_cuda_mapping_not_the_cuda_index():
+    devices = [{"egl": 0, "cuda": 1}, {"egl": 1, "cuda": 0}, {"egl": 2, "cuda": None}]
+    assert egl_index_for(0, devices) == 1 and egl_index_for(1, devices) == 0
+    with pytest.raises(EnvironmentFault, match="no EGL device reports CUDA index 3.*EGL 2 -> CUDA None"):
+        egl_index_for(3, devices)
+
+
+def test_service_env_maps_the_pinned_gpu(monkeypatch):
+    monkeypatch.setattr(gpus, "_PINNED", {"id": "1", "index": 1, "name": None, "uuid": None})
+    monkeypatch.delenv("MUJOCO_GL", raising=False)
+    env = gpus.service_env([{"egl": 0, "cuda": 1}, {"egl": 1, "cuda": 0}])
+    assert env == {"MUJOCO_EGL_DEVICE_ID": "0", "CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert gpus.record_fields() == {"gpu": {"id": "1", "index": 1, "name": None, "uuid": None, "egl_device": 0},
+                                    "rendering_backend": "egl"}
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    assert gpus.service_env([]) == {}  # CPU rendering: nothing to map
+    monkeypatch.setattr(gpus, "_PINNED", None)
+    assert gpus.service_env([]) == {}
+
+
+def test_the_egl_probe_runs_and_finds_no_cuda_device_on_a_cpu_machine():
+    devices = gpus.probe_egl_devices({"PATH": "/usr/bin:/bin"})
+    assert all(d["cuda"] is None for d in devices)
+    with pytest.raises(EnvironmentFault, match="cannot render on GPU 0"):
+        egl_index_for(0, devices)
+
+
+CONFTEST = """
+import pytest
+from fakes import FakeService
+
+@pytest.fixture(scope="session")
+def libero_service():
+    return FakeService()
+
+@pytest.fixture(scope="session")
+def libero_source_check():
+    return []
+"""
+
+
+def test_xdist_workers_on_two_faked_gpus_record_their_gpu(pytester):
+    pytester.makepyfile(fakes=FAKES)
+    pytester.makeconftest(CONFTEST)
+    result = pytester.runpytest("-n", "2", "--libero-gpus", "0,1", "--libero-scope", "development",
+                                "--libero-task-ids", "0,1,2,3", "--libero-budget", "decisions",
+                                "--libero-max-policy-calls", "1", "--libero-video", "none")
+    result.assert_outcomes(failed=4)
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    found = records(run_dir)
+    assert len({r["worker"] for r in found.values()}) >= 1
+    for record in found.values():
+        gpu = record["compute"]["gpu"]
+        assert gpu["id"] == str(int(record["worker"][2:]) % 2)  # gw0 -> GPU 0, gw1 -> GPU 1
+        assert gpu["index"] == int(gpu["id"]) and record["compute"]["rendering_backend"] == "egl"
