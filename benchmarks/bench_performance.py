@@ -37,7 +37,7 @@ from pytest_libero.evidence import images_digest
 from pytest_libero.protocol import Protocol
 from pytest_libero.reference import ReplayPolicy, native_rollout
 from pytest_libero.rollout import run_episode
-from pytest_libero.service import BenchService
+from pytest_libero.service import DEFAULT_MAX_RSS_MIB, BenchService, rss_mib
 
 
 # One throwaway episode per process before the clock starts: a worker pays its process's first
@@ -64,14 +64,6 @@ def sequences(seed: int, count: int, calls: int, replan: int) -> list[list[np.nd
             chunks.append(chunk)
         out.append(chunks)
     return out
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status", encoding="ascii") as stream:
-        for line in stream:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def run_native(plan: list[tuple[Cell, list[np.ndarray]]], replan: int, cap: int) -> Mode:
@@ -159,7 +151,7 @@ def measure_rss(cells: list[Cell], episodes: int, protocol: Protocol, replan: in
     run = LiberoRun(protocol=protocol, cells=tuple(cells), policy=PolicySpec("replay-benchmark"),
                     allow_source_mismatch=False, service_timeout_s=600, output_root=str(out), video="all")
     chunks = sequences(99, 1, protocol.max_policy_calls or 1, replan)[0]
-    service, lines, samples = BenchService(), [], []
+    service, lines, samples = BenchService(max_rss_mib=None), [], []  # no recycling: measure growth
     try:
         for index in range(episodes):
             cell = cells[index % len(cells)]
@@ -169,14 +161,15 @@ def measure_rss(cells: list[Cell], episodes: int, protocol: Protocol, replan: in
             files.write(run_episode(service, policy, Cell(cell.suite, cell.task_index, index % 3), protocol,
                                     on_frame=files.frame))
             assert service.pid is not None
-            samples.append((rss_mib(os.getpid()), rss_mib(service.pid)))
+            samples.append((rss_mib(os.getpid()) or 0.0, rss_mib(service.pid) or 0.0))
     finally:
         service.close()
     (w0, s0), (w1, s1) = samples[0], samples[-1]
     lines.append(f"  worker RSS   after episode 1: {w0:7.0f} MiB, after episode {episodes}: {w1:7.0f} MiB, "
                  f"growth {w1 - w0:+.0f} MiB")
     lines.append(f"  service RSS  after episode 1: {s0:7.0f} MiB, after episode {episodes}: {s1:7.0f} MiB, "
-                 f"growth {s1 - s0:+.0f} MiB")
+                 f"growth {s1 - s0:+.0f} MiB (without recycling; a run restarts its service past "
+                 f"{DEFAULT_MAX_RSS_MIB:g} MiB)")
     return lines
 
 

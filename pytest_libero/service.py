@@ -20,13 +20,33 @@ import numpy as np
 from pytest_libero.errors import EnvironmentFault
 
 DEFAULT_TIMEOUT_S = 600.0
+# Building and closing MuJoCo/EGL environments leaves memory behind in the service process: on
+# Mesa llvmpipe here it holds about 1.5 GiB after its first environment, about 2.0 GiB after the
+# second, then grows slowly (2.2 GiB after 30 alternating-task episodes; docs/performance.md).
+# Past this resident size the service is restarted between episodes.
+DEFAULT_MAX_RSS_MIB = 4096.0
+
+
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of a process (Linux /proc), None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as stream:
+            for line in stream:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 class BenchService:
     """A lazily started bench service process (one per worker)."""
 
-    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> None:
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
+                 max_rss_mib: float | None = DEFAULT_MAX_RSS_MIB) -> None:
         self.timeout_s = timeout_s
+        self.max_rss_mib = max_rss_mib
+        self.recycled = 0
         # Extra environment of the service process (e.g. MUJOCO_EGL_DEVICE_ID of the worker's GPU).
         self.env = dict(env or {})
         # time.monotonic() by which the current episode must end (set by the engine); None: no limit.
@@ -118,7 +138,18 @@ class BenchService:
         return self.request("check_sources")  # type: ignore[no-any-return]
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]:
-        return self.request("finish", {"final_frame": final_frame})  # type: ignore[no-any-return]
+        evidence: dict[str, Any] = self.request("finish", {"final_frame": final_frame})
+        self._recycle_if_grown()
+        return evidence
+
+    def _recycle_if_grown(self) -> None:
+        """Restart the service between episodes once its memory passed the allowance."""
+        if self.max_rss_mib is None or self.pid is None:
+            return
+        rss = rss_mib(self.pid)
+        if rss is not None and rss > self.max_rss_mib:
+            self.close()
+            self.recycled += 1
 
     def close(self) -> None:
         if self._process is not None and self._process.poll() is None and self._conn is not None:

@@ -68,3 +68,24 @@ def test_kept_environment_is_bit_identical_to_a_fresh_one(suite, task):
         assert delivered == native.delivered, f"{suite} t{task} init {init}: delivered images differ"
         assert success == native.success_control
     assert kept[0][0] == kept[3][0] and kept[1][0] != kept[2][0]  # the comparison can tell episodes apart
+
+
+def test_the_service_is_recycled_between_episodes_once_its_memory_grows():
+    from pytest_libero.adapters.builtin import ZeroPolicy
+    from pytest_libero.catalog import Cell
+    from pytest_libero.protocol import Protocol
+    from pytest_libero.rollout import run_episode
+    from pytest_libero.service import BenchService
+
+    protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=1)
+    service = BenchService(max_rss_mib=1.0)  # any size at all: recycle after every episode
+    try:
+        results, pids = [], []
+        for init in (0, 1, 2):
+            results.append(run_episode(service, ZeroPolicy(), Cell("libero_10", 0, init), protocol))
+            pids.append(service.pid)
+        assert [r.outcome for r in results] == ["failure"] * 3
+        assert pids == [None, None, None] and service.recycled == 3  # closed after every episode
+        assert [r.private["env_reused"] for r in results] == [False] * 3  # each fresh service builds anew
+    finally:
+        service.close()
