@@ -10,6 +10,22 @@ from pytest_libero.contract import CAMERAS, IMAGE_SHAPE
 from pytest_libero.errors import EnvironmentFault
 
 
+def fake_conftest(**service_kwargs: Any) -> str:
+    """A conftest.py for pytester runs: the plugin's bench service replaced by a FakeService."""
+    return f"""
+import pytest
+from fakes import FakeService
+
+@pytest.fixture(scope="session")
+def libero_service():
+    return FakeService(**{service_kwargs!r})
+
+@pytest.fixture(scope="session")
+def libero_source_check():
+    return []
+"""
+
+
 def blank_images() -> dict[str, np.ndarray]:
     return {camera: np.zeros(IMAGE_SHAPE, dtype=np.uint8) for camera in CAMERAS}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fakes import fake_conftest
 from pytest_libero.adapters.robomemarena import RoboMemArenaPolicy, adapter_obs_keys
 from pytest_libero.contract import Counters, seal_observation
 from pytest_libero.errors import PolicyLoadError
@@ -154,7 +155,7 @@ def test_a_hook_returning_a_robomemarena_adapter_is_wrapped_too():
 
 def test_robomemarena_adapter_runs_as_pytest_items_without_wrapper_code(pytester):
     pytester.makepyfile(fakes=FAKES, mem_adapter=ROBOMEMARENA_ADAPTER)
-    pytester.makeconftest(CONFTEST.format(success_at=None))
+    pytester.makeconftest(fake_conftest(success_at=None))
     result = pytester.runpytest("--libero-policy", "mem_adapter.py:build_adapter",
                                 "--libero-policy-kwargs", '{"checkpoint_dir": "/ckpt", "resize_size": 224}',
                                 "--libero-budget", "decisions", "--libero-max-policy-calls", "3")
@@ -167,18 +168,6 @@ def test_robomemarena_adapter_runs_as_pytest_items_without_wrapper_code(pytester
     assert len(calls) == 6 and '"resize_size": 224' in calls[0] and '"image": [256, 256, 3]' in calls[0]
 
 
-CONFTEST = """
-import pytest
-from fakes import FakeService
-
-@pytest.fixture(scope="session")
-def libero_service():
-    return FakeService(success_at={success_at})
-
-@pytest.fixture(scope="session")
-def libero_source_check():
-    return []
-"""
 
 EP_MODULE = """
 import numpy as np
@@ -228,7 +217,7 @@ def test_entry_point_names_are_listed_and_loaded_lazily(tmp_path, monkeypatch):
 def test_installed_entry_point_runs_from_the_command_line(pytester, monkeypatch):
     install_fake_distribution(pytester.path / "site")
     pytester.makepyfile(fakes=FAKES)
-    pytester.makeconftest(CONFTEST.format(success_at=6))
+    pytester.makeconftest(fake_conftest(success_at=6))
     env_path = str(pytester.path / "site")
     monkeypatch.setenv("PYTHONPATH", env_path)  # a fresh interpreter sees an installed package
     result = pytester.runpytest_subprocess("--libero-policy", "epmodel", "--libero-policy-kwargs", '{"n": 3}',

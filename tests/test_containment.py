@@ -10,24 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from fakes import fake_conftest
+
 from evidence_helpers import records, run_dirs
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.options import default_episode_timeout_s
 from pytest_libero.service import BenchService
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
-CONFTEST = """
-import pytest
-from fakes import FakeService
-
-@pytest.fixture(scope="session")
-def libero_service():
-    return FakeService()
-
-@pytest.fixture(scope="session")
-def libero_source_check():
-    return []
-"""
+CONFTEST = fake_conftest()
 POLICY = """
 import time
 import numpy as np

@@ -12,23 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from fakes import fake_conftest
 from evidence_helpers import check_videos, html_rows, records, run_dirs
 from pytest_libero.evidence import is_temporary, write_json_atomic
 from pytest_libero.summary import wilson
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
-CONFTEST = """
-import pytest
-from fakes import FakeService
-
-@pytest.fixture(scope="session")
-def libero_service():
-    return FakeService(success_at={success_at!r})
-
-@pytest.fixture(scope="session")
-def libero_source_check():
-    return []
-"""
 POLICY = """
 import os, time
 import numpy as np
@@ -51,7 +40,7 @@ def project(pytester):
     pytester.makepyfile(fakes=FAKES, policy=POLICY)
 
     def configure(success_at=None):
-        pytester.makeconftest(CONFTEST.format(success_at=success_at))
+        pytester.makeconftest(fake_conftest(success_at=success_at))
 
     configure()
     return configure

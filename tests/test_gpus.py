@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from fakes import fake_conftest
+
 from evidence_helpers import records, run_dirs
 from pytest_libero import gpus
 from pytest_libero.errors import EnvironmentFault
@@ -103,18 +105,7 @@ def test_the_egl_probe_runs_and_finds_no_cuda_device_on_a_cpu_machine():
         egl_index_for(0, devices)
 
 
-CONFTEST = """
-import pytest
-from fakes import FakeService
-
-@pytest.fixture(scope="session")
-def libero_service():
-    return FakeService()
-
-@pytest.fixture(scope="session")
-def libero_source_check():
-    return []
-"""
+CONFTEST = fake_conftest()
 
 
 def test_xdist_workers_on_two_faked_gpus_record_their_gpu(pytester):

@@ -17,7 +17,7 @@ from pytest_libero.protocol import Protocol
 from pytest_libero.rollout import run_episode
 
 from evidence_helpers import records, run_dirs
-from fakes import FakeService
+from fakes import FakeService, fake_conftest
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
 POLICIES = '''
@@ -52,18 +52,7 @@ class Upright:
     def act(self, observation): return np.zeros(7)
     def close(self): pass
 '''
-CONFTEST = """
-import pytest
-from fakes import FakeService
-
-@pytest.fixture(scope="session")
-def libero_service():
-    return FakeService()
-
-@pytest.fixture(scope="session")
-def libero_source_check():
-    return []
-"""
+CONFTEST = fake_conftest()
 
 PROTOCOL = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=2)
 
@@ -138,7 +127,7 @@ def test_in_process_is_recorded_too(pytester):
 @pytest.mark.parametrize("isolation", ["none", "process"])
 def test_declared_image_convention_mismatch_refuses_to_start(pytester, isolation):
     pytester.makepyfile(fakes=FAKES, moody=POLICIES)
-    pytester.makeconftest(CONFTEST.replace("return FakeService()", "raise AssertionError('service started')"))
+    pytester.makeconftest(CONFTEST.replace("return FakeService(**{})", "raise AssertionError('service started')"))
     result = pytester.runpytest("--libero-scope", "development", "--libero-policy", "moody.py:Upright",
                                 "--libero-policy-isolation", isolation)
     result.assert_outcomes(errors=2)

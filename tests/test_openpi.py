@@ -21,7 +21,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import ServerConnection, serve
 
-from fakes import blank_images
+from fakes import blank_images, fake_conftest
 from pytest_libero.adapters.openpi import OpenPIPolicy, pack, resize_with_pad, unpack
 from pytest_libero.contract import Counters, seal_observation
 from pytest_libero.errors import PolicyServerError
@@ -388,18 +388,7 @@ def test_missing_metadata_frame_hits_the_connect_deadline():
         srv.shutdown()
 
 
-SERVER_CONFTEST = """
-import pytest
-from fakes import FakeService
-
-@pytest.fixture(scope="session")
-def libero_service():
-    return FakeService()
-
-@pytest.fixture(scope="session")
-def libero_source_check():
-    return []
-"""
+SERVER_CONFTEST = fake_conftest()
 
 
 def test_a_server_fault_errors_one_item_and_the_next_item_runs(pytester, server):

@@ -11,24 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from fakes import fake_conftest
 from pytest_libero import catalog
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
-
-
-def fake_conftest(**service_kwargs) -> str:
-    return f"""
-import pytest
-from fakes import FakeService
-
-@pytest.fixture(scope="session")
-def libero_service():
-    return FakeService(**{service_kwargs!r})
-
-@pytest.fixture(scope="session")
-def libero_source_check():
-    return []
-"""
 
 
 POLICIES = """
