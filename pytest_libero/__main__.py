@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,13 +33,17 @@ def main(argv: list[str] | None = None) -> int:
     except LiberoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    o = summary["overall"]
-    print(f"selected {o['selected']} = passed {o['passed']} + failed {o['failed']} + errored {o['errored']} "
-          f"+ unattempted {o['unattempted']}")
+    _print_counts(summary)
     for problem in summary["unreadable_records"]:
         print(f"unreadable record: {problem}", file=sys.stderr)
     print(f"wrote {run_dir / 'summary.json'} and {run_dir / 'report.html'}")
     return 0
+
+
+def _print_counts(summary: dict[str, Any]) -> None:
+    o = summary["overall"]
+    print(f"selected {o['selected']} = passed {o['passed']} + failed {o['failed']} + errored {o['errored']} "
+          f"+ unattempted {o['unattempted']}")
 
 
 def _merge(out_dir: Path, run_dirs: list[Path]) -> int:
@@ -50,9 +55,7 @@ def _merge(out_dir: Path, run_dirs: list[Path]) -> int:
     except LiberoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    o = summary["overall"]
-    print(f"selected {o['selected']} = passed {o['passed']} + failed {o['failed']} + errored {o['errored']} "
-          f"+ unattempted {o['unattempted']}")
+    _print_counts(summary)
     for source in summary["merge"]["sources"]:
         print(f"from {source['folder']} (shard {source['shard']}): {source['records']} record(s)")
     if summary["merge"]["missing_shards"]:

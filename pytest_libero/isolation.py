@@ -10,13 +10,13 @@ that episode as a policy fault; the child is then discarded and rebuilt for the 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from pytest_libero import child
 from pytest_libero.errors import PolicyFault, PolicyLoadError
 from pytest_libero.policy import PolicySpec
 
@@ -36,11 +36,7 @@ class ProcessPolicy:
         self._start()
 
     def _start(self) -> None:
-        parent, child = socket.socketpair()
-        with child:
-            self._process = subprocess.Popen([sys.executable, "-m", "pytest_libero.isolation", str(child.fileno())],
-                                             pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL)
-        self._conn = Connection(parent.detach())
+        self._process, self._conn = child.spawn("pytest_libero.isolation")
         try:
             profile = self._call("build", (self.spec.name, self.spec.kwargs, os.getcwd()), self.build_timeout_s)
         except PolicyProcessError as exc:
@@ -50,12 +46,7 @@ class ProcessPolicy:
     def _discard(self) -> None:
         process, conn = self._process, self._conn
         self._process = self._conn = None
-        if conn is not None:
-            conn.close()
-        if process is not None:
-            if process.poll() is None:
-                process.kill()
-            process.wait(timeout=30)
+        child.stop(process, conn)
 
     def _call(self, op: str, payload: Any, timeout_s: float) -> Any:
         if self._process is None or self._process.poll() is not None:

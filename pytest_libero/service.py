@@ -7,16 +7,14 @@ one. The policy never holds this object's process or pipe.
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import sys
 import time
 from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
+from pytest_libero import child
 from pytest_libero.errors import EnvironmentFault
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -65,26 +63,12 @@ class BenchService:
         if self._process is not None:
             self.restarts += 1
         self._discard()
-        # A fresh interpreter (not fork): nothing of the worker's heap, the policy included,
-        # exists in the service, and no __main__ guard is needed in the caller.
-        parent, child = socket.socketpair()
-        with child:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "pytest_libero.server", str(child.fileno())],
-                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
-                env=dict(os.environ, **self.env) if self.env else None,
-            )
-        self._process, self._conn = process, Connection(parent.detach())
+        self._process, self._conn = child.spawn("pytest_libero.server", self.env)
 
     def _discard(self) -> None:
         process, conn = self._process, self._conn
         self._process = self._conn = None
-        if conn is not None:
-            conn.close()
-        if process is not None:
-            if process.poll() is None:
-                process.kill()
-            process.wait(timeout=30)
+        child.stop(process, conn)
 
     def set_deadline(self, deadline: float | None) -> None:
         """Bound every request until `deadline` (time.monotonic()) by the time left; None lifts it."""

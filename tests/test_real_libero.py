@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -40,22 +41,11 @@ class Defective:
         pass
 """
 
+SERVICE_PIDS = (Path(__file__).parent / "service_pids.py").read_text()
 KILLER = """
 import os, signal
 import numpy as np
-
-def service_children():
-    me = os.getpid()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if ppid == me and b"pytest_libero.server" in cmd:
-            yield int(pid)
+from service_pids import service_children
 
 class KillsServiceOnce:
     calls = 0
@@ -134,7 +124,7 @@ def test_invalid_actions_fail_the_item_and_never_reach_the_simulator(pytester):
 
 
 def test_killing_the_simulator_errors_that_item_only(pytester):
-    pytester.makepyfile(killer=KILLER)
+    pytester.makepyfile(killer=KILLER, service_pids=SERVICE_PIDS)
     result = pytester.runpytest_subprocess(
         "--libero-scope", "development", "--libero-policy", "killer.py:KillsServiceOnce",
         "--libero-budget", "decisions", "--libero-max-policy-calls", "3")

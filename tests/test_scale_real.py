@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from evidence_helpers import records, run_dirs
@@ -9,22 +11,11 @@ from evidence_helpers import records, run_dirs
 pytestmark = pytest.mark.real_libero
 
 # Sends `sig` to this worker's bench service at the second policy call of the first episode.
+SERVICE_PIDS = (Path(__file__).parent / "service_pids.py").read_text()
 SABOTEUR = """
 import os, signal
 import numpy as np
-
-def service_children():
-    me = os.getpid()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if ppid == me and b"pytest_libero.server" in cmd:
-            yield int(pid)
+from service_pids import service_children
 
 class Saboteur:
     def __init__(self, sig="SIGSEGV"):
@@ -50,7 +41,7 @@ BASE = ("--libero-scope", "development", "--libero-budget", "decisions", "--libe
                 "worked on 'submit'; it was killed*"),
 ])
 def test_a_simulator_segfault_or_hang_errors_one_cell_and_the_worker_goes_on(pytester, sig, message):
-    pytester.makepyfile(saboteur=SABOTEUR)
+    pytester.makepyfile(saboteur=SABOTEUR, service_pids=SERVICE_PIDS)
     result = pytester.runpytest_subprocess(
         *BASE, "--libero-task-ids", "0,1", "--libero-policy", "saboteur.py:Saboteur",
         "--libero-policy-kwargs", f'{{"sig": "{sig}"}}', "--libero-episode-timeout", "45")
