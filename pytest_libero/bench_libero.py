@@ -151,7 +151,7 @@ class LiberoEpisode:
 
     def __init__(self, cell: dict[str, Any], control_cap: int, settle_controls: int,
                  allow_mismatch: bool, track: str = "rgb", cache: EnvCache | None = None,
-                 reuse_env: bool = True) -> None:
+                 reuse_env: bool = True, settle_action: list[float] | None = None) -> None:
         start = time.perf_counter()
         suite, task_index, init_index = cell["suite"], cell["task_index"], cell["init_index"]
         entry = catalog.entry(suite, task_index)
@@ -190,7 +190,9 @@ class LiberoEpisode:
             self._warnings = _warning_counts(self.env.env)
             self.gate.timing.setup_s = time.perf_counter() - start
             start = time.perf_counter()
-            settle = np.asarray(SETTLE_ACTION, dtype=np.float64)
+            # The schedule's settling action (LIBERO's own evaluator settles with zeros); the contract's
+            # [0,0,0,0,0,0,-1] by default.
+            settle = np.asarray(SETTLE_ACTION if settle_action is None else settle_action, dtype=np.float64)
             raw: Any = None
             self.settle_success = False
             for i in range(settle_controls):

@@ -7,13 +7,14 @@ pytest_configure: before any worker starts and before anything is collected.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
 from pytest_libero import catalog
 from pytest_libero.catalog import Cell
 from pytest_libero.contract import TRACKS
+from pytest_libero.fullmode import add_full_mode_options, check_fast_mode, expand, full_mode_settings
 from pytest_libero.policy import PolicySpec, check_spec, parse_policy_kwargs
 from pytest_libero.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
 from pytest_libero.service import DEFAULT_TIMEOUT_S
@@ -25,7 +26,7 @@ DEVELOPMENT_IDS = range(0, 5)
 
 # Options that mean "this is a LIBERO run" (used to find the evaluation cases when the user
 # named no paths).
-RUN_OPTIONS = ("libero_scope", "libero_policy", "libero_suite", "libero_task_ids")
+RUN_OPTIONS = ("libero_scope", "libero_policy", "libero_suite", "libero_task_ids", "libero_mode")
 
 
 def addoptions(parser: pytest.Parser) -> None:
@@ -34,8 +35,9 @@ def addoptions(parser: pytest.Parser) -> None:
                     help="Cells to run: development (LIBERO-10 ids 0-4), task_coverage "
                          "(--libero-suite, optional --libero-task-ids) or plan (all 130). "
                          "Default: LIBERO-10 tasks 0 and 1")
-    group.addoption("--libero-suite", dest="libero_suite", choices=catalog.SUITES, default=None,
-                    help="Suite for --libero-scope task_coverage")
+    group.addoption("--libero-suite", dest="libero_suite", choices=catalog.ALL_SUITES, default=None,
+                    help="Suite for --libero-scope task_coverage: a standard suite or a LIBERO-PRO one "
+                         "(<suite>_lan, _object, _swap, _task)")
     group.addoption("--libero-task-ids", dest="libero_task_ids", default=None, metavar="IDS",
                     help="Comma-separated task indices, e.g. 0,3")
     group.addoption("--libero-budget", dest="libero_budget", choices=("horizon", "decisions"),
@@ -87,6 +89,7 @@ def addoptions(parser: pytest.Parser) -> None:
                     default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                     help=f"Deadline for each bench service reply (default {DEFAULT_TIMEOUT_S:g})")
     add_scale_out_options(group)
+    add_full_mode_options(group)
 
 
 # Default whole-episode deadline: a setup allowance (service start, env build, settling) plus a
@@ -229,6 +232,14 @@ def build_run(config: pytest.Config) -> LiberoRun:
         raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
     protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls,
                         track=opt("libero_track"))
+    if opt("libero_mode") == "full":
+        schedule, seeds, tag_seeds, init_states = full_mode_settings(opt)
+        cells = expand(cells, scope, schedule, seeds, tag_seeds, init_states)
+        settle, settle_action = schedule.settling()
+        protocol = replace(protocol, mode="full", schedule=schedule.name, seeds=seeds, init_states=init_states,
+                           settle_controls=settle, settle_action=settle_action)
+    else:
+        check_fast_mode(opt)
     episode_timeout = opt("libero_episode_timeout")
     if episode_timeout is not None and not episode_timeout > 0:
         raise pytest.UsageError(f"--libero-episode-timeout {episode_timeout}: must be a positive number of seconds")

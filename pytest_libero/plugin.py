@@ -48,7 +48,7 @@ def pytest_libero_make_policy(config: pytest.Config, spec: Any) -> Any:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for suite in catalog.SUITES:
+    for suite in catalog.ALL_SUITES:
         config.addinivalue_line("markers", f"{suite}: LIBERO cells of suite {suite}")
     run = config.stash[RUN_KEY] = build_run(config)
     workerinput = getattr(config, "workerinput", None)
@@ -85,8 +85,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     budget = (f"decisions D={p.max_policy_calls} K={p.replan_interval}" if p.budget == "decisions"
               else f"horizon (per-suite reference), K={p.replan_interval}")
     shard = f" (shard {run.shard.index}/{run.shard.count} from {run.shard.source})" if run.shard else ""
+    mode = f", {p.describe_schedule()}" if p.schedule is not None else ""
     return (f"libero: scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
-            f"budget {budget}, track {p.track}, protocol {p.identity}")
+            f"budget {budget}, track {p.track}{mode}, protocol {p.identity}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -36,24 +36,57 @@ class Protocol:
     image_shape: tuple[int, ...] = IMAGE_SHAPE
     camera_transform: str = "image[::-1, ::-1]"
     track: str = "rgb"
+    # Full mode (pytest_libero.schedules): the schedule's name, the run seeds it repeats over and,
+    # when only some of its init states run, which. None in fast mode.
+    schedule: str | None = None
+    seeds: tuple[int, ...] | None = None
+    init_states: tuple[int, ...] | None = None
 
     def control_cap(self, suite: str) -> int:
         if self.budget == "decisions":
             assert self.max_policy_calls is not None
             return self.max_policy_calls * self.replan_interval
-        return catalog.REFERENCE_HORIZONS[suite][0]
+        if self.schedule is not None:
+            return _schedule(self.schedule).plan(suite).cap
+        return catalog.REFERENCE_HORIZONS[catalog.base_suite(suite)][0]
 
     def cap_source(self, suite: str) -> str:
         if self.budget == "decisions":
             return f"decisions budget D={self.max_policy_calls} x K={self.replan_interval}"
-        return f"reference horizon {catalog.REFERENCE_HORIZONS[suite][0]}: {catalog.REFERENCE_HORIZONS[suite][1]}"
+        if self.schedule is not None:
+            plan = _schedule(self.schedule).plan(suite)
+            return f"schedule {self.schedule} cap {plan.cap}: {plan.cap_source}"
+        horizon, source = catalog.REFERENCE_HORIZONS[catalog.base_suite(suite)]
+        return f"reference horizon {horizon}: {source}"
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["horizons"] = {s: list(v) for s, v in catalog.REFERENCE_HORIZONS.items()}
+        if self.schedule is None:
+            # Fast mode keeps the settings (and so the identities) it had before schedules existed.
+            for key in ("schedule", "seeds", "init_states"):
+                del data[key]
+        else:
+            # A schedule fixes init states and seeds per episode: the fast-mode single values go.
+            del data["init_index"], data["seed"]
+            data["schedule"] = _schedule(self.schedule).identity()
         return data
+
+    def describe_schedule(self) -> str:
+        """Which schedule produced the results, in words (summaries, headers)."""
+        if self.schedule is None:
+            return f"fast mode: init state {self.init_index}, seed {self.seed}, reference horizons"
+        seeds = ",".join(map(str, self.seeds or ()))
+        subset = "" if self.init_states is None else f", init states {','.join(map(str, self.init_states))} only"
+        return f"full mode: schedule {self.schedule}, seeds {seeds}{subset}"
 
     @property
     def identity(self) -> str:
         text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _schedule(name: str) -> Any:
+    from pytest_libero.schedules import load
+
+    return load(name)

@@ -97,9 +97,13 @@ def cell_fields(cell_id: str) -> dict[str, Any]:
     assert parsed is not None, cell_id
     suite, task, init = parsed
     entry = catalog.public_entry(suite, task)
-    return {"id": cell_id, "suite": suite, "task_index": task, "task_name": entry["task_name"],
-            "language": entry["language"], "init_index": init, "task_order_index": 0,
-            "seed": 20260907}
+    fields = {"id": cell_id, "suite": suite, "task_index": task, "task_name": entry["task_name"],
+              "language": entry["language"], "init_index": init, "task_order_index": 0,
+              "seed": 20260907}
+    run_seed = catalog.parse_run_seed(cell_id)
+    if run_seed is not None:
+        fields["run_seed"] = run_seed  # the schedule repetition (--libero-seeds); "seed" is env.seed
+    return fields
 
 
 def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dict[str, Any],

@@ -156,6 +156,7 @@ def _run(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol, allo
             "cell": {"suite": cell.suite, "task_index": cell.task_index, "init_index": cell.init_index,
                      "seed": cell.seed},
             "control_cap": result.control_cap, "settle_controls": protocol.settle_controls,
+            "settle_action": list(protocol.settle_action),
             "allow_mismatch": allow_source_mismatch, "track": protocol.track, "reuse_env": reuse_env,
         })
         result.language = started["language"]
