@@ -181,7 +181,11 @@ class Accounting:
         tr.write_line(f"LIBERO: selected {c['selected']} = passed {c['passed']} + failed {c['failed']} "
                       f"+ errored {c['errored']} + unattempted {c['unattempted']}", bold=True)
         if self._summary is not None:
+            from pytest_libero.schedule_summary import lines as schedule_lines
             from pytest_libero.telemetry import throughput_lines
+
+            for line in schedule_lines(self._summary[0]):
+                tr.write_line(line)
 
             for line in throughput_lines(self._summary[0].get("throughput") or {}):
                 tr.write_line(line)

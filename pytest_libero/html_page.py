@@ -11,6 +11,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from pytest_libero.schedule_summary import lines as schedule_lines
+
 _ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
 
 SUMMARY_BLOCK = _ENV.from_string("""
@@ -23,6 +25,7 @@ SUMMARY_BLOCK = _ENV.from_string("""
 {% if run.protocol %} &middot; track <code>{{ run.protocol.settings.track }}</code>
  &middot; budget <code>{{ run.protocol.settings.budget }}</code>{% endif %}
 {% if identities %} &middot; protocol {% for i in identities %}<code>{{ i }}</code> {% endfor %}{% endif %}</p>
+{% if extra_lines %}<p class="libero-schedule">{% for line in extra_lines %}{{ line }}<br>{% endfor %}</p>{% endif %}
 <table class="libero-table" border="1" cellpadding="4" style="border-collapse: collapse">
 <tr><th>suite</th><th>selected</th><th>passed</th><th>failed</th><th>errored</th><th>unattempted</th>
 <th>success rate, errors excluded (95% Wilson CI)</th><th>success rate, errors as failures (95% CI)</th>
@@ -86,7 +89,7 @@ def summary_block(summary: dict[str, Any], chart_png: bytes) -> str:
     groups = list(summary["suites"].items()) + [("overall", summary["overall"])]
     return SUMMARY_BLOCK.render(
         o=summary["overall"], run=summary.get("run") or {}, identities=summary.get("protocol_identities"),
-        groups=groups, unattempted=summary["unattempted"], rate=_rate,
+        groups=groups, unattempted=summary["unattempted"], rate=_rate, extra_lines=schedule_lines(summary),
         chart=base64.b64encode(chart_png).decode())
 
 

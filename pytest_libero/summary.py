@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.catalog import SUITES
+from pytest_libero.catalog import ALL_SUITES
 from pytest_libero.evidence import is_temporary, write_bytes_atomic, write_json_atomic
 from pytest_libero.records import RunDir
 from pytest_libero.telemetry import throughput
@@ -95,9 +95,9 @@ def _group(cells: list[str], records: dict[str, dict[str, Any]]) -> dict[str, An
 def build_summary(run_dir: Path) -> dict[str, Any]:
     manifest, selection, records, problems = load_run(run_dir)
     cells = list(selection) + [c for c in records if c not in selection]
-    suites = {s: _group([c for c in cells if c.startswith(s + "-")], records) for s in SUITES}
+    suites = {s: _group([c for c in cells if c.startswith(s + "-")], records) for s in ALL_SUITES}
     identities = sorted({r["identities"]["protocol"]["identity"] for r in records.values()})
-    return {
+    summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION, "run": manifest, "overall": _group(cells, records),
         "suites": {s: g for s, g in suites.items() if g["selected"]},
         "protocol_identities": identities,
@@ -106,6 +106,10 @@ def build_summary(run_dir: Path) -> dict[str, Any]:
         "unreadable_records": problems,
         "throughput": throughput(records),
     }
+    from pytest_libero.schedule_summary import extend
+
+    extend(summary, cells, lambda group_cells: _group(group_cells, records))
+    return summary
 
 
 def episode_row(cell: str, record: dict[str, Any] | None) -> dict[str, Any]:
