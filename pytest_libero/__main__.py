@@ -1,5 +1,7 @@
 """Command line: `python -m pytest_libero report RUN_DIR` rebuilds a run's derived files;
-`python -m pytest_libero merge OUT_DIR RUN_DIR...` builds one run from shard folders."""
+`python -m pytest_libero merge OUT_DIR RUN_DIR...` builds one run from shard folders;
+`python -m pytest_libero compare RUN_A RUN_B` compares two runs episode by episode;
+`python -m pytest_libero schedule [NAME]` prints a full-mode schedule."""
 
 from __future__ import annotations
 
@@ -17,9 +19,12 @@ def main(argv: list[str] | None = None) -> int:
     merge = commands.add_parser("merge", help="build one run folder from the folders of its shards")
     merge.add_argument("out_dir", type=Path, help="the merged run folder (new, or an earlier merge)")
     merge.add_argument("run_dirs", type=Path, nargs="+", help="shard run folders (reports/<profile>/<run-id>)")
+    add_study_commands(commands)
     args = parser.parse_args(argv)
     if args.command == "merge":
         return _merge(args.out_dir, args.run_dirs)
+    if args.command in ("compare", "schedule"):
+        return run_study_command(args)
     run_dir: Path = args.run_dir
     if not (run_dir / "episodes").is_dir() and not (run_dir / "selection.json").is_file():
         parser.error(f"{run_dir} is not a pytest-libero run folder (no episodes/ or selection.json); "
@@ -64,6 +69,45 @@ def _merge(out_dir: Path, run_dirs: list[Path]) -> int:
         print(f"unattempted cells: {' '.join(summary['unattempted'])}")
     print(f"wrote {out_dir / 'summary.json'} and {out_dir / 'report.html'}")
     return 0 if not summary["unattempted"] else 3
+
+
+def add_study_commands(commands: Any) -> None:
+    compare = commands.add_parser("compare", help="paired comparison of two runs of the same protocol identity")
+    compare.add_argument("run_a", type=Path, help="run folder A (reports/<profile>/<run-id>)")
+    compare.add_argument("run_b", type=Path, help="run folder B; differences are B - A")
+    compare.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the comparison as JSON")
+    schedule = commands.add_parser("schedule", help="print a full-mode schedule, suite by suite")
+    schedule.add_argument("name", nargs="?", default=None, help="schedule name; omit to list them")
+
+
+def run_study_command(args: Any) -> int:
+    from pytest_libero.errors import LiberoError
+
+    if args.command == "schedule":
+        from pytest_libero import schedules
+
+        if args.name is None:
+            for name in schedules.names():
+                print(f"{name:<16}{schedules.load(name).title}")
+            return 0
+        try:
+            print(schedules.describe(args.name))
+        except LiberoError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    from pytest_libero.compare import compare, render, write
+
+    try:
+        result = compare(args.run_a, args.run_b)
+    except LiberoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(render(result))
+    if args.json is not None:
+        write(result, args.json)
+        print(f"wrote {args.json}")
+    return 0
 
 
 if __name__ == "__main__":
