@@ -20,7 +20,7 @@ def schedule_block(settings: dict[str, Any] | None) -> dict[str, Any]:
     settings = settings or {}
     schedule = settings.get("schedule")
     if not isinstance(schedule, dict):
-        return {"mode": "fast", "name": None, "complete_schedule": False,
+        return {"mode": "fast", "name": None, "all_init_states_at_schedule_caps": False,
                 "text": f"fast mode (init state {settings.get('init_index', 0)}, seed {settings.get('seed', '?')}, "
                         "each selected task once): a smoke test, not the published protocol"}
     subset = settings.get("init_states")
@@ -34,7 +34,7 @@ def schedule_block(settings: dict[str, Any] | None) -> dict[str, Any]:
         text += (f"; decisions budget D={settings.get('max_policy_calls')} x K={settings.get('replan_interval')} "
                  "instead of the schedule's caps")
     return {"mode": "full", "name": schedule["name"], "sha256": schedule["sha256"],
-            "seeds": settings.get("seeds"), "init_states": subset, "complete_schedule": complete, "text": text}
+            "seeds": settings.get("seeds"), "init_states": subset, "all_init_states_at_schedule_caps": complete, "text": text}
 
 
 def _rate(group: dict[str, Any]) -> float | None:

@@ -1,0 +1,32 @@
+"""Run folders written from given outcomes (for the summary and compare logic, which read files only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_libero.evidence import write_json_atomic
+from pytest_libero.protocol import Protocol
+from pytest_libero.records import RunDir, placeholder_record, run_manifest, write_record
+
+TERMINATION = {"success": "success", "failure": "truncation", "policy_error": "policy_error",
+               "env_error": "env_error", "not_run": "not_run"}
+
+
+def full_protocol(schedule: str = "standard", seeds: tuple[int, ...] = (7,), **changes: object) -> Protocol:
+    return Protocol(scope="task_coverage", budget="horizon", replan_interval=5, max_policy_calls=None,
+                    mode="full", schedule=schedule, seeds=seeds, **changes)  # type: ignore[arg-type]
+
+
+def write_run(path: Path, protocol: Protocol, outcomes: dict[str, str], policy: str = "zero") -> Path:
+    """A run folder whose episodes ended as `outcomes` says (cell id -> native outcome)."""
+    spec = {"name": policy, "kwargs": {}}
+    settings, identity = protocol.as_dict(), protocol.identity
+    write_json_atomic(path / "run.json", run_manifest(path.name, policy, settings, identity, spec, ["pytest"]))
+    write_json_atomic(path / "selection.json", {"schema_version": 1, "cells": list(outcomes)})
+    for cell, outcome in outcomes.items():
+        record = placeholder_record(cell, "not_run", outcome, protocol=settings, identity=identity,
+                                    policy_profile={"spec": spec}, worker="main")
+        record["outcome"].update(outcome=outcome, termination=TERMINATION[outcome],
+                                 terminated=outcome == "success", truncated=outcome == "failure")
+        write_record(RunDir(path), record)
+    return path
