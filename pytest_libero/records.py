@@ -151,8 +151,14 @@ def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dic
 def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: dict[str, Any],
                        identity: str, policy_profile: dict[str, Any], worker: str) -> dict[str, Any]:
     """A record for an episode nobody could record: a crashed worker's, or one never run."""
+    from pytest_libero.schedules import env_seed_for
+
+    cell = cell_fields(cell_id)
+    env_seed = env_seed_for(protocol, cell_id)
+    if env_seed is not None:
+        cell["seed"] = env_seed
     return {
-        "schema_version": RECORD_SCHEMA_VERSION, "cell": cell_fields(cell_id),
+        "schema_version": RECORD_SCHEMA_VERSION, "cell": cell,
         "identities": {"source": UPSTREAM, "versions": versions(),
                        "protocol": {"identity": identity, "settings": protocol},
                        "model_profile": policy_profile},

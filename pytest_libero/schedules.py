@@ -87,6 +87,23 @@ class Schedule:
                 "settle_controls": controls, "settle_action": list(action), "env_seed": seed_rule}
 
 
+def env_seed_for(settings: dict[str, Any], cell_id: str) -> int | None:
+    """The environment seed a full-mode cell had (or would have had), from the protocol settings
+    alone: for records of episodes that never reached the service. None in fast mode."""
+    from pytest_libero.catalog import parse_cell_id, parse_run_seed
+
+    schedule, parsed = settings.get("schedule"), parse_cell_id(cell_id)
+    if not isinstance(schedule, dict) or parsed is None:
+        return None
+    run_seed = parse_run_seed(cell_id)
+    if run_seed is None:
+        run_seed = (settings.get("seeds") or [0])[0]
+    rule = schedule["env_seed"]
+    if rule["rule"] == "fixed":
+        return int(rule["value"])
+    return int(run_seed) + (parsed[2] if rule["rule"] == "run_seed_plus_init_index" else 0)
+
+
 def names() -> list[str]:
     """The schedules frozen in the catalog."""
     return sorted(path.stem for path in SCHEDULE_DIR.glob("*.json"))

@@ -127,3 +127,18 @@ def test_fast_mode_identity_is_unchanged_by_schedules():
     # The identity fast-mode runs had before full mode existed: resuming and merging them still work.
     assert Protocol("default", "horizon", 5, None).identity == "sha256:b9f0228c1c1eacec"
     assert "schedule" not in Protocol("default", "horizon", 5, None).as_dict()
+
+
+@pytest.mark.parametrize("schedule, seeds, cell, expected", [
+    ("lerobot", (1000,), "libero_goal-t01-s04", 1004),
+    ("lerobot", (1000, 2000), "libero_goal-t01-s04-seed2000", 2004),
+    ("openvla", (7, 8), "libero_goal-t01-s04-seed8", 0),
+    ("openpi", (7,), "libero_goal-t01-s04", 7),
+])
+def test_records_of_episodes_that_never_ran_carry_the_schedule_env_seed(schedule, seeds, cell, expected):
+    from pytest_libero.records import placeholder_record
+
+    protocol = Protocol("default", "horizon", 5, None, mode="full", schedule=schedule, seeds=seeds)
+    record = placeholder_record(cell, "not_run", "never ran", protocol=protocol.as_dict(), identity=protocol.identity,
+                                policy_profile={}, worker="main")
+    assert record["cell"]["seed"] == expected
