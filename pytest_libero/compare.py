@@ -231,7 +231,8 @@ def render(result: dict[str, Any]) -> str:
 
     def row(name: str, r: dict[str, Any]) -> str:
         low, high = r["ci95"]
-        return (f"{name:<26}{r['pairs']:>6}{100 * r['rate_a']:>6.1f}%{100 * r['rate_b']:>6.1f}%{_pct(r['difference']):>7}"
+        rates = f"{100 * r['rate_a']:>6.1f}%{100 * r['rate_b']:>6.1f}%"
+        return (f"{name:<26}{r['pairs']:>6}{rates}{_pct(r['difference']):>7}"
                 f"  [{100 * low:+.1f}, {100 * high:+.1f}]".ljust(20) + f"{r['only_a']:>7}{r['only_b']:>7}"
                 f"{r['mcnemar_exact_p']:>11.4f}  {r['verdict']}")
 

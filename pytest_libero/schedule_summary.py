@@ -34,7 +34,8 @@ def schedule_block(settings: dict[str, Any] | None) -> dict[str, Any]:
         text += (f"; decisions budget D={settings.get('max_policy_calls')} x K={settings.get('replan_interval')} "
                  "instead of the schedule's caps")
     return {"mode": "full", "name": schedule["name"], "sha256": schedule["sha256"],
-            "seeds": settings.get("seeds"), "init_states": subset, "all_init_states_at_schedule_caps": complete, "text": text}
+            "seeds": settings.get("seeds"), "init_states": subset, "all_init_states_at_schedule_caps": complete,
+            "text": text}
 
 
 def _rate(group: dict[str, Any]) -> float | None:
@@ -68,14 +69,14 @@ def seeds_block(cells: list[str], group: Group) -> dict[str, Any] | None:
                                "suites": {s: g for s, g in suites.items() if g["selected"]}}
     names = sorted({s for block in per_seed.values() for s in block["suites"]}, key=catalog.ALL_SUITES.index)
 
-    def across(pick: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any]:
-        rates = [r for block in per_seed.values() if (g := pick(block)) is not None and (r := _rate(g)) is not None]
+    def across(suite: str | None) -> dict[str, Any]:
+        """Spread of the per-seed rates, overall (suite None) or of one suite."""
+        groups = [block["overall"] if suite is None else block["suites"].get(suite) for block in per_seed.values()]
+        rates = [r for g in groups if g is not None and (r := _rate(g)) is not None]
         return spread(rates)
 
     return {"label": "success rate (errors excluded) per run seed; mean, sample sd and standard error across seeds",
-            "per_seed": per_seed,
-            "mean": {"overall": across(lambda b: b["overall"]),
-                     "suites": {s: across(lambda b, s=s: b["suites"].get(s)) for s in names}}}
+            "per_seed": per_seed, "mean": {"overall": across(None), "suites": {s: across(s) for s in names}}}
 
 
 def perturbations_block(suites: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -88,6 +89,7 @@ def perturbations_block(suites: dict[str, dict[str, Any]]) -> dict[str, Any] | N
         base = catalog.base_suite(name)
         row = found.setdefault(base, {"base": _brief(suites.get(base)), "perturbations": {}})
         entry = _brief(g)
+        assert entry is not None
         base_rate = row["base"]["rate"] if row["base"] else None
         entry["difference_vs_base"] = (None if entry["rate"] is None or base_rate is None
                                        else entry["rate"] - base_rate)

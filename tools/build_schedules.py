@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from pytest_libero import catalog
@@ -85,7 +84,8 @@ def build() -> dict[str, dict[str, Any]]:
             "50 episodes per task on init states 0-49 in order, seed 7 (policy side) with env.seed(0) "
             "hard-coded. The published OpenVLA/OFT tables average 3 seeds: --libero-seeds 7,8,9 (the "
             "environment seed stays 0, as in the original).",
-            [OPENVLA, OFT], COMMON_CAPS, f"max_steps per suite in {_where(OPENVLA)} and TASK_MAX_STEPS in {_where(OFT)}",
+            [OPENVLA, OFT], COMMON_CAPS,
+            f"max_steps per suite in {_where(OPENVLA)} and TASK_MAX_STEPS in {_where(OFT)}",
             50, f"{fifty}: {_where(OPENVLA)}", 10, GRIPPER_OPEN_NOOP, f"{ten_noops}: {_where(OPENVLA)}", [7],
             f"seed = 7 in {_where(OPENVLA)}; OFT's paper numbers are the mean of 3 seeds",
             {"rule": "fixed", "value": 0, "source": f"env.seed(0) hard-coded in {_where(OPENVLA)}"}),
@@ -106,7 +106,8 @@ def build() -> dict[str, dict[str, Any]]:
             f"num_steps_wait = 10 no-op controls [0,0,0,0,0,0,-1] inside reset(), outside the cap: {_where(LEROBOT)}",
             [1000], f"seed = 1000 (lerobot-eval default): {_where(LEROBOT)}",
             {"rule": "run_seed_plus_init_index",
-             "source": f"env.reset(seed = start seed + episode index), episode index = init-state index: {_where(LEROBOT)}"}),
+             "source": "env.reset(seed = start seed + episode index), episode index = init-state index: "
+                       f"{_where(LEROBOT)}"}),
         _schedule(
             "libero-native", "LIBERO's own lifelong evaluator",
             "LIBERO's libero/lifelong evaluator: max_steps 600 for every suite, 5 settling controls of "
@@ -137,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         OUT.mkdir(exist_ok=True)
         path.write_text(_text(document), encoding="utf-8")
         print(f"wrote {path}")
-    for path in stale:
-        print(f"differs from tools/build_schedules.py: {path}", file=sys.stderr)
+    for name in stale:
+        print(f"differs from tools/build_schedules.py: {name}", file=sys.stderr)
     return 1 if stale else 0
 
 
