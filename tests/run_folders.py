@@ -12,9 +12,14 @@ TERMINATION = {"success": "success", "failure": "truncation", "policy_error": "p
                "env_error": "env_error", "not_run": "not_run"}
 
 
-def full_protocol(schedule: str = "standard", seeds: tuple[int, ...] = (7,), **changes: object) -> Protocol:
-    return Protocol(scope="task_coverage", budget="horizon", replan_interval=5, max_policy_calls=None,
-                    mode="full", schedule=schedule, seeds=seeds, **changes)  # type: ignore[arg-type]
+def full_protocol(schedule: str = "standard", seeds: tuple[int, ...] = (7,), scope: str = "task_coverage",
+                  **changes: object) -> Protocol:
+    from pytest_libero.schedules import load
+
+    controls, action = load(schedule).settling()
+    return Protocol(scope=scope, budget="horizon", replan_interval=5, max_policy_calls=None, mode="full",
+                    schedule=schedule, seeds=seeds, settle_controls=controls, settle_action=action,
+                    **changes)  # type: ignore[arg-type]
 
 
 def write_run(path: Path, protocol: Protocol, outcomes: dict[str, str], policy: str = "zero") -> Path:

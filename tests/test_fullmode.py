@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fakes import fake_conftest
+from run_folders import full_protocol, write_run
 from pytest_libero import catalog
 from pytest_libero.catalog import Cell
 
@@ -131,3 +132,15 @@ def test_full_mode_runs_init_states_in_order_with_the_schedule_seeds_and_settlin
     assert sorted(summary["seeds"]["per_seed"]) == ["1000", "2000"]
     result.stdout.fnmatch_lines(["LIBERO schedule: full mode, schedule lerobot*seeds 1000,2000; partial: init "
                                  "states 0,1,2 only*", "LIBERO seeds: seed 1000 0.0%; seed 2000 0.0%; mean 0.0%*"])
+
+
+def test_resume_refuses_a_run_of_another_schedule_naming_the_difference(pytester):
+    pytester.makepyfile(fakes=FAKES)
+    pytester.makeconftest(fake_conftest())
+    run_dir = write_run(pytester.path / "earlier", full_protocol("openvla", scope="development"),
+                        {"libero_10-t00-s00": "failure"})
+    result = pytester.runpytest("-p", "no:cacheprovider", "--libero-mode", "full", "--libero-schedule", "lerobot",
+                                "--libero-scope", "development", "--libero-resume", str(run_dir))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*its protocol differs*schedule.caps.libero_spatial: 220 in the folder, 280 now*"])
+    assert (run_dir / "episodes" / "libero_10-t00-s00.json").is_file()  # the evidence stays

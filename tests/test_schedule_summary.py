@@ -1,0 +1,71 @@
+"""Summaries of full-mode runs: the schedule line, per-seed rates with mean and spread, and
+LIBERO-PRO perturbations beside their base suite (from run folders written here)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from run_folders import full_protocol, write_run
+from pytest_libero import catalog
+from pytest_libero.inventory import check_installation
+from pytest_libero.schedule_summary import lines
+from pytest_libero.summary import build_summary, rebuild
+
+
+def test_seeds_are_reported_each_and_as_mean_with_spread(tmp_path):
+    outcomes = {}
+    for seed, wins in ((7, 1), (8, 2), (9, 0)):  # per-seed rates 1/2, 2/2, 0/2
+        for index in range(2):
+            outcomes[f"libero_10-t00-s{index:02d}-seed{seed}"] = "success" if index < wins else "failure"
+    summary = build_summary(write_run(tmp_path / "run", full_protocol(seeds=(7, 8, 9)), outcomes))
+    per_seed = summary["seeds"]["per_seed"]
+    assert {s: b["overall"]["success_rate_errors_excluded"]["rate"] for s, b in per_seed.items()} == {
+        "7": 0.5, "8": 1.0, "9": 0.0}
+    mean = summary["seeds"]["mean"]["overall"]
+    assert mean["mean"] == pytest.approx(0.5) and mean["n_seeds"] == 3
+    assert mean["sd"] == pytest.approx(0.5)  # sample sd of 0.5, 1, 0
+    assert mean["sem"] == pytest.approx(0.5 / math.sqrt(3))
+    assert summary["seeds"]["mean"]["suites"]["libero_10"]["mean"] == pytest.approx(0.5)
+    assert "LIBERO seeds: seed 7 50.0%; seed 8 100.0%; seed 9 0.0%; mean 50.0% +- 50.0 (sd), sem 28.9 over 3 seeds" \
+        in lines(summary)
+
+
+def test_schedule_line_says_full_partial_or_fast(tmp_path):
+    full = build_summary(write_run(tmp_path / "a", full_protocol("openpi"), {"libero_10-t00-s00": "success"}))
+    assert full["schedule"]["all_init_states_at_schedule_caps"] is True
+    assert full["schedule"]["text"].startswith("full mode, schedule openpi (sha256 ")
+    partial = build_summary(write_run(tmp_path / "b", full_protocol("openpi", init_states=(0,)),
+                                      {"libero_10-t00-s00": "success"}))
+    assert "partial: init states 0 only, not the full schedule" in partial["schedule"]["text"]
+    from pytest_libero.protocol import Protocol
+
+    fast = build_summary(write_run(tmp_path / "c", Protocol("default", "horizon", 5, None),
+                                   {"libero_10-t00-s00": "success"}))
+    assert fast["schedule"]["mode"] == "fast" and "not the published protocol" in fast["schedule"]["text"]
+    assert "seeds" not in fast and "perturbations" not in fast
+
+
+def test_libero_pro_suites_are_summarized_per_perturbation_beside_the_base(tmp_path):
+    outcomes = {f"libero_goal-t00-s{i:02d}": "success" for i in range(4)}
+    outcomes |= {f"libero_goal_swap-t00-s{i:02d}": "success" if i < 1 else "failure" for i in range(4)}
+    outcomes |= {f"libero_goal_lan-t00-s{i:02d}": "success" if i < 3 else "failure" for i in range(4)}
+    run_dir = write_run(tmp_path / "run", full_protocol(), outcomes)
+    summary = rebuild(run_dir)
+    row = summary["perturbations"]["libero_goal"]
+    assert row["base"]["rate"] == 1.0
+    assert row["perturbations"]["swap"]["rate"] == 0.25 and row["perturbations"]["swap"]["difference_vs_base"] == -0.75
+    assert row["perturbations"]["lan"]["rate"] == 0.75
+    assert set(summary["suites"]) == {"libero_goal", "libero_goal_lan", "libero_goal_swap"}
+    assert "LIBERO-PRO libero_goal: base 100.0% (n=4); lan 75.0% (n=4), swap 25.0% (n=4)" in lines(summary)
+    page = (run_dir / "report.html").read_text()
+    assert "LIBERO-PRO libero_goal: base 100.0% (n=4)" in page and "LIBERO schedule: full mode" in page
+
+
+def test_libero_pro_files_are_in_the_source_inventory_and_match_the_installed_package():
+    inventory = catalog.load_inventory()["libero_pro_entries"]
+    assert len(inventory) == 160
+    assert {e["suite"] for e in inventory} == set(catalog.PRO_SUITES)
+    assert all(e["reset_count"] == 50 for e in inventory)
+    assert check_installation(inventory) == []  # hashes every installed PRO BDDL and init-state file
