@@ -68,6 +68,18 @@ def parse_cell_id(text: str) -> tuple[str, int, int] | None:
     return found.group("suite"), int(found.group("task")), int(found.group("init"))
 
 
+def cell_id_of(text: str) -> str | None:
+    """The cell id (of any benchmark) in an id or a node id ending in `[<cell id>]`; None when absent."""
+    parsed = parse_cell_id(text)
+    if parsed is not None:
+        suite, task, init = parsed
+        return f"{suite}-t{task:02d}-s{init:02d}"
+    from pytest_libero.liberoplus_catalog import parse_variant_id, variant_id
+
+    plus = parse_variant_id(text)
+    return variant_id(*plus) if plus is not None else None
+
+
 def _read_json(name: str) -> dict[str, Any]:
     path = CATALOG_DIR / name
     try:

@@ -148,6 +148,56 @@ def load_classification(path: str | Path, names: dict[str, list[str]] | None = N
     return result
 
 
+# The classification file of this run (set once at configuration) and record fields from it.
+_classification_path: str | None = None
+_cached: dict[str, list[tuple[str, int | None]]] | None = None
+_cached_catalog: dict[str, Any] | None = None
+
+
+def use_classification(path: str | None) -> None:
+    global _classification_path, _cached, _cached_catalog
+    _classification_path, _cached, _cached_catalog = path, None, None
+
+
+def classification_of(suite: str, task_index: int, bulk: bool = False) -> tuple[str | None, int | None]:
+    """(category, difficulty) of a variant from this run's classification file; (None, None) if unknown.
+
+    Read from disk per call, so a process that hosts an in-process policy holds no variant-to-
+    category table between episodes; `bulk` (the controller writing many placeholder records after
+    the episodes) keeps the table until use_classification is called again.
+    """
+    global _cached
+    if _classification_path is None:
+        return None, None
+    table = _cached
+    if table is None:
+        try:
+            raw = json.loads(Path(_classification_path).read_text(encoding="utf-8"))
+            table = {s: [(e["category"], e["difficulty_level"]) for e in raw[s]] for s in SUITES}
+        except (OSError, ValueError, KeyError, TypeError):
+            return None, None
+        if bulk:
+            _cached = table
+    return table[suite][task_index]
+
+
+def cell_fields(cell_id: str, bulk: bool = False) -> dict[str, Any]:
+    """The record's `cell` object of a LIBERO-plus variant (catalog file names read, not kept)."""
+    parsed = parse_variant_id(cell_id)
+    assert parsed is not None, cell_id
+    suite, index = parsed
+    global _cached_catalog
+    catalog = _cached_catalog or load_catalog()
+    if bulk:
+        _cached_catalog = catalog
+    entry = variant(catalog, suite, index)
+    category, level = classification_of(suite, index, bulk)
+    return {"id": cell_id, "suite": suite, "task_index": index, "task_name": entry["name"],
+            "language": instruction(entry), "init_index": 0, "task_order_index": 0, "seed": 20260907,
+            "benchmark": {"name": BENCHMARK, "variant_id": index + 1, "category": category,
+                          "difficulty": level}}
+
+
 # -- selection ------------------------------------------------------------------------------
 
 def parse_list(text: str | None) -> list[str] | None:

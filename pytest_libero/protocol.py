@@ -36,6 +36,10 @@ class Protocol:
     image_shape: tuple[int, ...] = IMAGE_SHAPE
     camera_transform: str = "image[::-1, ::-1]"
     track: str = "rgb"
+    # The benchmark adapter and its protocol settings; left out of as_dict for libero, so that
+    # LIBERO identities are unchanged (pytest_libero.benchmarks.protocol_fields).
+    benchmark: str = "libero"
+    benchmark_options: tuple[tuple[str, Any], ...] = ()
 
     def control_cap(self, suite: str) -> int:
         if self.budget == "decisions":
@@ -50,6 +54,10 @@ class Protocol:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if self.benchmark == "libero" and not self.benchmark_options:
+            del data["benchmark"], data["benchmark_options"]
+        else:
+            data["benchmark_options"] = dict(self.benchmark_options)
         data["horizons"] = {s: list(v) for s, v in catalog.REFERENCE_HORIZONS.items()}
         return data
 
