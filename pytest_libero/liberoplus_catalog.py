@@ -213,12 +213,13 @@ def category_names(text: str | None) -> list[str] | None:
         return None
     chosen: list[str] = []
     for part in parts:
-        hits = [c for c in CATEGORIES if c.lower() == part.lower()] or \
-               [c for c in CATEGORIES if c.lower().startswith(part.lower())]
+        word = part.lower()
+        hits = [c for c in CATEGORIES if c.lower() == word] or \
+               [c for c in CATEGORIES if c.lower().startswith(word) or any(w.startswith(word) for w in c.lower().split())]
         if len(hits) != 1:
             raise ValueError(f"--libero-plus-category {text!r}: {part!r} is "
                              f"{'ambiguous' if hits else 'not a category'}; use one of {', '.join(CATEGORIES)} "
-                             "(a unique prefix such as 'camera' is enough)")
+                             "(a unique prefix of a word, such as 'camera' or 'noise', is enough)")
         chosen.append(hits[0])
     return chosen
 
