@@ -104,7 +104,7 @@ class _State:
     assets_kind: str = ""
 
 
-def _setup() -> _State:
+def _setup() -> type[_State]:
     if _State.catalog is None:
         _State.package = lp.package_dir()
         _State.assets, _State.assets_kind = link_assets(_State.package, os.environ.get(SERVICE_ASSETS_ENV))

@@ -90,7 +90,10 @@ class ClassificationError(ValueError):
     """The classification file does not fit the installed LIBERO-plus; names the first problem."""
 
 
-def load_classification(path: str | Path, names: dict[str, list[str]] | None = None) -> dict[str, list[tuple[str, int | None]]]:
+Classification = dict[str, list[tuple[str, int | None]]]
+
+
+def load_classification(path: str | Path, names: dict[str, list[str]] | None = None) -> Classification:
     """{suite: [(category, difficulty) by task index]} of a task_classification.json.
 
     Checks, in order, and raises ClassificationError naming the first problem: readable JSON; an
@@ -215,7 +218,7 @@ def category_names(text: str | None) -> list[str] | None:
     for part in parts:
         word = part.lower()
         hits = [c for c in CATEGORIES if c.lower() == word] or \
-               [c for c in CATEGORIES if c.lower().startswith(word) or any(w.startswith(word) for w in c.lower().split())]
+               [c for c in CATEGORIES if any(w.startswith(word) for w in (c.lower(), *c.lower().split()))]
         if len(hits) != 1:
             raise ValueError(f"--libero-plus-category {text!r}: {part!r} is "
                              f"{'ambiguous' if hits else 'not a category'}; use one of {', '.join(CATEGORIES)} "

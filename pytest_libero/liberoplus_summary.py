@@ -25,24 +25,24 @@ def assets_message(missing: list[str], folder: str) -> str:
             "LIBERO-plus asset archive (--libero-plus-assets DIR)")
 
 
-def skip_if_assets_missing(run_dir: Any, run: Any, cell: Any, service: Any, policy: Any) -> None:
-    """Ask the bench service for the variant's missing files; if any, record it unattempted and skip."""
-    import pytest
-
+def record_if_assets_missing(run_dir: Any, run: Any, cell: Any, service: Any, policy: Any) -> dict[str, Any] | None:
+    """Ask the bench service for the variant's missing files; if any, record it unattempted (not_run)
+    and return its report row (the caller skips the item); None when every file is there."""
     from pytest_libero.policy import profile_of
+    from pytest_libero.summary import episode_row
     from pytest_libero.records import placeholder_record, write_record
 
     answer = service.request("check_assets", {"suite": cell.suite, "task_index": cell.task_index})
     missing: list[str] = answer["missing"]
     if not missing:
-        return
+        return None
     message = assets_message(missing, answer["folder"])
     record = placeholder_record(cell.id, "not_run", message, protocol=run.protocol.as_dict(),
                                 identity=run.protocol.identity, policy_profile=profile_of(policy, run.policy),
                                 worker=os.environ.get("PYTEST_XDIST_WORKER", "main"))
     record["cell"]["benchmark"]["assets"] = {"status": "missing", "folder": answer["folder"], "missing": missing}
     write_record(run_dir, record)
-    pytest.skip(message)
+    return episode_row(cell.id, record)
 
 
 def add_record_fields(record: dict[str, Any], private: dict[str, Any]) -> None:
@@ -57,7 +57,7 @@ def add_record_fields(record: dict[str, Any], private: dict[str, Any]) -> None:
             benchmark[key] = private[key]
 
 
-def _key(record: dict[str, Any] | None) -> tuple[str, str, Any]:
+def _key(record: dict[str, Any] | None) -> tuple[str, int | None, str | None]:
     benchmark = (record or {}).get("cell", {}).get("benchmark") or {}
     return (benchmark.get("category") or UNKNOWN, benchmark.get("difficulty"),
             ((benchmark.get("assets") or {}).get("status")))

@@ -147,7 +147,7 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     row = item.stash.get(RESULT_KEY, None)
-    if row is not None and (report.when == "call" or (report.when == "setup" and report.failed)):
+    if row is not None and (report.when == "call" or (report.when == "setup" and not report.passed)):
         report.libero = row  # type: ignore[attr-defined]  # plain builtins: crosses xdist
         html_path = item.config.getoption("htmlpath", None)
         if row.get("video") and html_path:
@@ -251,11 +251,14 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     libero_service = request.getfixturevalue("libero_service")
     libero_source_check: list[str] = request.getfixturevalue("libero_source_check")
     if libero_run.benchmark == "libero_plus":
-        from pytest_libero.liberoplus_summary import skip_if_assets_missing
+        from pytest_libero.liberoplus_summary import record_if_assets_missing
 
         # A variant whose asset files are missing is never run: unattempted, with the file named.
-        skip_if_assets_missing(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_service,
-                               libero_policy)
+        row = record_if_assets_missing(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_service,
+                                       libero_policy)
+        if row is not None:
+            request.node.stash[RESULT_KEY] = row
+            pytest.skip(row["message"])
     files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
                          worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time())
     fault: EnvironmentFault | None = None

@@ -22,7 +22,8 @@ from pytest_libero import liberoplus_catalog as lp
 from pytest_libero.catalog import cell_id_of
 from pytest_libero.protocol import Protocol
 
-REAL_CLASSIFICATION = Path(__file__).resolve().parents[2] / "shared" / "data" / "liberoplus" / "task_classification.json"
+# The real file, where a checkout sits beside the project's shared data (optional test).
+REAL_CLASSIFICATION = Path(__file__).resolve().parents[2] / "shared/data/liberoplus/task_classification.json"
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +194,8 @@ def test_collection_lists_10030_cells_fast_without_importing_the_simulator(pytes
     pytester.makeconftest("""
 import sys
 def pytest_collection_finish(session):
-    heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("liberoplus", "robosuite", "mujoco", "torch", "libero"))
+    heavy = sorted(m for m in sys.modules
+                   if m.split(".")[0] in ("liberoplus", "robosuite", "mujoco", "torch", "libero"))
     print("HEAVY", heavy)
 """)
     result = pytester.runpytest_subprocess("--collect-only", "-q", "-s", *plus_args(synthetic_file))
@@ -335,8 +337,8 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
         outcomes = ["success", "failure"] * 6 + ["not_run", "env_error"]
         for cell, outcome in zip(cells, outcomes, strict=True):
             record = placeholder_record(cell, outcome, outcome, protocol=protocol.as_dict(),
-                                        identity=protocol.identity, policy_profile={"spec": {"name": "zero", "kwargs": {}}},
-                                        worker="main")
+                                        identity=protocol.identity, worker="main",
+                                        policy_profile={"spec": {"name": "zero", "kwargs": {}}})
             if outcome == "failure":
                 record["outcome"]["termination"] = "truncation"
             if outcome == "not_run":

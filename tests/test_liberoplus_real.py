@@ -71,11 +71,13 @@ def run(pytester: pytest.Pytester, variants: list[str], *more: str) -> Path:
 def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(pytester):
     result = run(pytester, RUNNABLE + [LIGHT])
     result.assert_outcomes(failed=6, skipped=1)  # the zero-motion probe never succeeds in 10 controls
+    missing = "missing LIBERO-plus asset file scenes/lights/tabletop_light_sync_modified_0.xml in the standard"
     result.stdout.fnmatch_lines([
-        f"SKIPPED * unattempted: missing LIBERO-plus asset file scenes/lights/tabletop_light_sync_modified_0.xml "
-        "in the standard LIBERO assets*",
+        f"{LIGHT} UNATTEMPTED  unattempted: {missing}*",
         "LIBERO: selected 7 = passed 0 + failed 6 + errored 0 + unattempted 1",
+        f"SKIPPED * unattempted: {missing} LIBERO assets; this variant needs the LIBERO-plus asset archive*",
     ])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     (run_dir,) = run_dirs(pytester.path / "reports")
     found = records(run_dir)  # schema-valid
     assert set(found) == set(RUNNABLE) | {LIGHT}
@@ -126,7 +128,8 @@ def test_robot_init_apply_keeps_the_perturbed_pose_and_clean_instructions_drop_t
     if first["cell"]["benchmark"]["robot_init"] == "apply":
         first, second = second, first
     assert second["cell"]["benchmark"]["robot_init"] == "apply"
-    base, perturbed = first["cell"]["benchmark"]["arm_qpos_after_init"], second["cell"]["benchmark"]["arm_qpos_after_init"]
+    base = first["cell"]["benchmark"]["arm_qpos_after_init"]
+    perturbed = second["cell"]["benchmark"]["arm_qpos_after_init"]
     # upstream: set_init_state restored the base pose; apply: MountedPanda1's init_qpos.
     assert max(abs(a - b) for a, b in zip(base, perturbed, strict=True)) > 0.05, (base, perturbed)
     assert first["identities"]["protocol"]["identity"] != second["identities"]["protocol"]["identity"]
