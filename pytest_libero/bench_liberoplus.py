@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_libero import liberoplus_build as build
 from pytest_libero import liberoplus_catalog as lp
 from pytest_libero.bench_libero import EnvCache as LiberoEnvCache
 from pytest_libero.bench_libero import (LiberoEpisode, Timing, _Gate, _gate_cameras, _warning_counts)
@@ -86,7 +87,7 @@ def link_assets(package: Path, wanted: str | None) -> tuple[Path, str]:
 def prepare_process_environment(work_dir: str) -> None:
     """Rendering settings, and LIBERO-plus's config in the service's own folder (no prompt, no ~ files)."""
     _prepare_libero(work_dir)
-    package = lp.package_dir()
+    package = build.package_dir()
     config_dir = Path(work_dir) / "liberoplus-config"
     config_dir.mkdir(exist_ok=True)
     (config_dir / "config.yaml").write_text("".join(f"{k}: {v}\n" for k, v in {
@@ -106,7 +107,7 @@ class _State:
 
 def _setup() -> type[_State]:
     if _State.catalog is None:
-        _State.package = lp.package_dir()
+        _State.package = build.package_dir()
         _State.assets, _State.assets_kind = link_assets(_State.package, os.environ.get(SERVICE_ASSETS_ENV))
         _State.catalog = lp.load_catalog()
     return _State
@@ -141,7 +142,7 @@ def check_sources() -> str | None:
     """The frozen catalog checked against the installed package's task map (names and files)."""
     state = _setup()
     assert state.catalog is not None and state.package is not None
-    installed = lp.installed_task_map(state.package)
+    installed = build.installed_task_map(state.package)
     for suite in lp.SUITES:
         names = [e["name"] for e in state.catalog["suites"][suite]]
         if names != installed[suite]:
@@ -296,6 +297,7 @@ class Episode(LiberoEpisode):
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]:
         evidence = super().finish(final_frame)
+        evidence["instruction"] = self.language
         evidence["instruction_sha256"] = "sha256:" + hashlib.sha256(self.language.encode()).hexdigest()[:16]
         return evidence
 

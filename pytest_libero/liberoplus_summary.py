@@ -41,6 +41,7 @@ def record_if_assets_missing(run_dir: Any, run: Any, cell: Any, service: Any, po
                                 identity=run.protocol.identity, policy_profile=profile_of(policy, run.policy),
                                 worker=os.environ.get("PYTEST_XDIST_WORKER", "main"))
     record["cell"]["benchmark"]["assets"] = {"status": "missing", "folder": answer["folder"], "missing": missing}
+    lp.forget_bulk()  # this process may host an in-process policy: keep no category table
     write_record(run_dir, record)
     return episode_row(cell.id, record)
 
@@ -52,7 +53,7 @@ def add_record_fields(record: dict[str, Any], private: dict[str, Any]) -> None:
         return
     if private.get("assets"):
         benchmark["assets"] = {"status": "available", "folder": private["assets"], "missing": []}
-    for key in ("robot_init", "arm_qpos_after_init", "instruction_sha256"):
+    for key in ("robot_init", "arm_qpos_after_init", "instruction", "instruction_sha256"):
         if key in private:
             benchmark[key] = private[key]
 

@@ -18,6 +18,7 @@ import pytest
 
 from liberoplus_helpers import classification, synthetic, write_classification
 
+from pytest_libero import liberoplus_build as build
 from pytest_libero import liberoplus_catalog as lp
 from pytest_libero.catalog import cell_id_of
 from pytest_libero.protocol import Protocol
@@ -39,7 +40,7 @@ def plus_args(path: Path, *more: str) -> list[str]:
 # -- catalog ----------------------------------------------------------------------------------
 
 def test_frozen_catalog_matches_the_installed_package_without_importing_it():
-    built = lp.build_catalog()
+    built = build.build_catalog()
     assert built == lp.load_catalog()
     assert built["counts"] == lp.COUNTS and sum(built["counts"].values()) == 10030
     assert not [m for m in sys.modules if m.split(".")[0] in ("liberoplus", "robosuite", "mujoco", "torch")]
@@ -77,7 +78,7 @@ def test_instructions_keep_the_file_name_suffix_and_language_variants_use_their_
 def test_init_state_files_load_without_torch_and_refuse_anything_but_arrays(tmp_path):
     from pytest_libero.bench_liberoplus import load_init_states
 
-    package = lp.package_dir()
+    package = build.package_dir()
     base = load_init_states(package / "init_files" / "libero_spatial" /
                             "pick_up_the_black_bowl_between_the_plate_and_the_ramekin_and_place_it_on_the_plate.pruned_init")
     assert base.ndim == 2 and base.shape[0] == 50
@@ -362,3 +363,34 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
     assert "LIBERO-plus: suite x category x difficulty" in page
     assert re.search(r"category Objects Layout</b></td><td>2</td>", page)
     assert "1 skipped for missing assets" in page
+
+
+def test_resume_keeps_a_recorded_variant_without_starting_anything(pytester, synthetic_file):
+    """--libero-resume works with LIBERO-plus ids: a recorded success is reported, nothing runs."""
+    from pytest_libero.protocol import DEFAULT_MAX_POLICY_CALLS
+    from pytest_libero.records import RunDir, placeholder_record, write_record
+
+    cell = "libero_plus-libero_goal-v00003"
+    protocol = Protocol(scope="default", budget="decisions", replan_interval=5,
+                        max_policy_calls=DEFAULT_MAX_POLICY_CALLS, benchmark="libero_plus",
+                        benchmark_options=(("clean_instructions", False), ("robot_init", "upstream"),
+                                           ("trials_per_variant", 1)))
+    run = RunDir(pytester.path / "earlier")
+    lp.use_classification(str(synthetic_file))
+    try:
+        record = placeholder_record(cell, "success", "native success at control 99", protocol=protocol.as_dict(),
+                                    identity=protocol.identity, worker="main",
+                                    policy_profile={"spec": {"name": "zero", "kwargs": {}}})
+    finally:
+        lp.use_classification(None)
+    record["outcome"]["termination"] = "success"
+    write_record(run, record)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--libero-resume", str(run.path),
+                                           "--libero-budget", "decisions", "--libero-plus-variants", cell,
+                                           *plus_args(synthetic_file))
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"{cell} PASSED *", "LIBERO: selected 1 = passed 1 + failed 0 + errored 0 + "
+                                 "unattempted 0"])
+    summary = json.loads((run.path / "summary.json").read_text())
+    assert summary["libero_plus"]["overall"]["passed"] == 1
+    assert summary["libero_plus"]["table"][0]["category"] == synthetic(2)[0]

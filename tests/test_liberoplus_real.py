@@ -87,6 +87,7 @@ def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(pyt
         assert (benchmark["category"], benchmark["difficulty"]) == TRUE[cell]
         assert benchmark["assets"] == {"status": "available", "folder": "standard", "missing": []}
         assert benchmark["robot_init"] == "upstream"
+        assert benchmark["instruction"] == record["cell"]["language"]  # the suffixed default was delivered
         assert record["outcome"]["termination"] == "truncation", record["outcome"]
         assert record["counters"]["executed_controls"] == 10
     light = found[LIGHT]
@@ -137,4 +138,6 @@ def test_robot_init_apply_keeps_the_perturbed_pose_and_clean_instructions_drop_t
         "clean_instructions": True, "robot_init": "apply", "trials_per_variant": 1}
     probe = json.loads((pytester.path / "probe.json").read_text())
     clean = probe["languages"][-1]
-    assert clean == "pick up the black bowl between the plate and the ramekin and place it on the plate", clean
+    # The environment's language_instruction: the base BDDL's (:language ...), no suffix.
+    assert clean == "pick the akita black bowl between the plate and the ramekin and place it on the plate", clean
+    assert second["cell"]["benchmark"]["instruction"] == clean != second["cell"]["language"]
