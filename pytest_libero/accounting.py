@@ -184,4 +184,9 @@ class Accounting:
 
             for line in throughput_lines(self._summary[0].get("throughput") or {}):
                 tr.write_line(line)
+            if self._summary[0].get("libero_plus"):
+                from pytest_libero.liberoplus_summary import terminal_lines
+
+                for line in terminal_lines(self._summary[0]["libero_plus"]):
+                    tr.write_line(line)
             tr.write_line(f"LIBERO evidence: {self.run_dir.path} (summary.json, report.html, episodes/, videos/)")

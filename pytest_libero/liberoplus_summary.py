@@ -105,6 +105,20 @@ def results(cells: list[str], records: dict[str, dict[str, Any]]) -> dict[str, A
     }
 
 
+def terminal_lines(plus: dict[str, Any]) -> list[str]:
+    """Per-category results and the variants skipped for assets, for the terminal summary."""
+    from pytest_libero.html_page import _rate
+
+    lines = [f"LIBERO-plus {name}: {_rate(g['success_rate_errors_excluded'])}, {g['unattempted']} unattempted"
+             for name, g in plus["by_category"].items()]
+    skipped = plus["skipped_for_assets"]
+    if skipped["count"]:
+        where = ", ".join(f"{folder} {n}" for folder, n in skipped["first_missing_folder"].items())
+        lines.append(f"LIBERO-plus: {skipped['count']} variant(s) unattempted for missing asset files ({where}); "
+                     "they need the LIBERO-plus asset archive (--libero-plus-assets DIR)")
+    return lines
+
+
 _ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
 BLOCK = _ENV.from_string("""
 <div class="libero-plus">

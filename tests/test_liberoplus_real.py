@@ -75,6 +75,10 @@ def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(pyt
     result.stdout.fnmatch_lines([
         f"{LIGHT} UNATTEMPTED  unattempted: {missing}*",
         "LIBERO: selected 7 = passed 0 + failed 6 + errored 0 + unattempted 1",
+        "LIBERO-plus Camera Viewpoints: 0.0% [0.0, 79.3] (n=1), 0 unattempted",
+        "LIBERO-plus Light Conditions: -, 1 unattempted",
+        "LIBERO-plus: 1 variant(s) unattempted for missing asset files (scenes/lights/ 1); they need the "
+        "LIBERO-plus asset archive (--libero-plus-assets DIR)",
         f"SKIPPED * unattempted: {missing} LIBERO assets; this variant needs the LIBERO-plus asset archive*",
     ])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
