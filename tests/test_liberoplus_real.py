@@ -145,3 +145,40 @@ def test_robot_init_apply_keeps_the_perturbed_pose_and_clean_instructions_drop_t
     # The environment's language_instruction: the base BDDL's (:language ...), no suffix.
     assert clean == "pick the akita black bowl between the plate and the ramekin and place it on the plate", clean
     assert second["cell"]["benchmark"]["instruction"] == clean != second["cell"]["language"]
+
+
+def test_a_user_asset_folder_is_linked_and_checked_and_the_default_link_comes_back(tmp_path):
+    """--libero-plus-assets: the service links the package's asset path to the user's folder and checks
+    each variant's files there; a later default service links the standard assets again."""
+    from pytest_libero.bench_liberoplus import standard_assets
+    from pytest_libero.benchmarks import SERVICE_ASSETS_ENV, SERVICE_BENCHMARK_ENV
+    from pytest_libero.liberoplus_build import package_dir
+    from pytest_libero.service import BenchService
+
+    user = tmp_path / "full-assets"
+    user.mkdir()
+    for child in standard_assets().iterdir():
+        if child.name != "scenes":
+            (user / child.name).symlink_to(child)
+    (user / "scenes").mkdir()
+    for child in (standard_assets() / "scenes").iterdir():
+        (user / "scenes" / child.name).symlink_to(child)
+    (user / "scenes" / "lights").mkdir()
+    (user / "scenes" / "lights" / "tabletop_light_sync_modified_0.xml").write_text("<mujoco/>")
+    light = {"suite": "libero_spatial", "task_index": 2110}
+    background = {"suite": "libero_spatial", "task_index": 0}  # ..._table_1: a scene the archive has
+    service = BenchService(env={SERVICE_BENCHMARK_ENV: "libero_plus", SERVICE_ASSETS_ENV: str(user)})
+    try:
+        assert service.request("check_assets", light) == {"missing": [], "folder": "user"}
+        answer = service.request("check_assets", background)
+        assert answer["folder"] == "user" and answer["missing"][0].startswith("scenes/")
+        assert (package_dir() / "assets").resolve() == user.resolve()
+    finally:
+        service.close()
+    service = BenchService(env={SERVICE_BENCHMARK_ENV: "libero_plus"})
+    try:
+        answer = service.request("check_assets", light)
+        assert answer == {"missing": ["scenes/lights/tabletop_light_sync_modified_0.xml"], "folder": "standard"}
+        assert (package_dir() / "assets").resolve() == standard_assets().resolve()
+    finally:
+        service.close()
