@@ -66,7 +66,8 @@ def add_options(group: pytest.OptionGroup) -> None:
                     metavar="PATH", help="LIBERO-plus's task_classification.json (category and difficulty of "
                                          "every variant); required with --libero-benchmark libero_plus")
     group.addoption("--libero-plus-category", dest="libero_plus_category", default=None, metavar="NAMES",
-                    help="Comma-separated LIBERO-plus categories (a unique prefix is enough, e.g. camera,light)")
+                    help="Comma-separated LIBERO-plus categories; a word of the name or its unique prefix is "
+                         "enough, e.g. camera,noise")
     group.addoption("--libero-plus-difficulty", dest="libero_plus_difficulty", default=None, metavar="LEVELS",
                     help="Comma-separated difficulty levels 1-5, or none for entries without one")
     group.addoption("--libero-plus-variants", dest="libero_plus_variants", default=None, metavar="IDS",
