@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.catalog import parse_cell_id
+from pytest_libero.catalog import cell_id_of
 from pytest_libero.evidence import write_json_atomic
 from pytest_libero.html_page import counters_text
 from pytest_libero.records import RunDir, placeholder_record, run_manifest, write_record
@@ -36,7 +36,7 @@ class Accounting:
     def _note_selection(self, nodeids: list[str]) -> None:
         if self.selected:
             return
-        self.selected = [n for n in nodeids if parse_cell_id(n) is not None]
+        self.selected = [n for n in nodeids if cell_id_of(n) is not None]
         if not self.selected or self.config.option.collectonly:
             return
         from pytest_libero.plugin import RUN_KEY
@@ -58,8 +58,7 @@ class Accounting:
 
     @staticmethod
     def _cell(nodeid: str) -> str:
-        suite, task, init = parse_cell_id(nodeid) or ("?", 0, 0)
-        return f"{suite}-t{task:02d}-s{init:02d}"
+        return cell_id_of(nodeid) or "?-t00-s00"
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._note_selection([item.nodeid for item in session.items])
@@ -79,7 +78,7 @@ class Accounting:
     # -- outcomes ------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
-        if parse_cell_id(crashitem) is None:
+        if cell_id_of(crashitem) is None:
             return
         cell = self._cell(crashitem)
         message = f"worker crashed while running {cell}: {report.longreprtext.strip()[:500]}"
@@ -101,7 +100,7 @@ class Accounting:
         return result
 
     def _note_report(self, report: pytest.TestReport) -> None:
-        if parse_cell_id(report.nodeid) is None:
+        if cell_id_of(report.nodeid) is None:
             return
         row = getattr(report, "libero", None)
         if row is not None:
@@ -189,4 +188,9 @@ class Accounting:
 
             for line in throughput_lines(self._summary[0].get("throughput") or {}):
                 tr.write_line(line)
+            if self._summary[0].get("libero_plus"):
+                from pytest_libero.liberoplus_summary import terminal_lines
+
+                for line in terminal_lines(self._summary[0]["libero_plus"]):
+                    tr.write_line(line)
             tr.write_line(f"LIBERO evidence: {self.run_dir.path} (summary.json, report.html, episodes/, videos/)")

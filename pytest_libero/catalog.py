@@ -100,6 +100,17 @@ def parse_run_seed(text: str) -> int | None:
     return int(found.group("seed")) if found is not None and found.group("seed") is not None else None
 
 
+def cell_id_of(text: str) -> str | None:
+    """The cell id (of any benchmark) in an id or a node id ending in `[<cell id>]`; None when absent."""
+    found = _match_cell_id(text)
+    if found is not None:
+        return found.group(0)  # a LIBERO id, with its -seedN part when it has one
+    from pytest_libero.liberoplus_catalog import parse_variant_id, variant_id
+
+    plus = parse_variant_id(text)
+    return variant_id(*plus) if plus is not None else None
+
+
 def _read_json(name: str) -> dict[str, Any]:
     path = CATALOG_DIR / name
     try:

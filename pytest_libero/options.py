@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,8 @@ DEVELOPMENT_IDS = range(0, 5)
 
 # Options that mean "this is a LIBERO run" (used to find the evaluation cases when the user
 # named no paths).
-RUN_OPTIONS = ("libero_scope", "libero_policy", "libero_suite", "libero_task_ids", "libero_mode")
+RUN_OPTIONS = ("libero_scope", "libero_policy", "libero_suite", "libero_task_ids", "libero_mode",
+               "libero_benchmark")
 
 
 def addoptions(parser: pytest.Parser) -> None:
@@ -90,6 +92,9 @@ def addoptions(parser: pytest.Parser) -> None:
                     help=f"Deadline for each bench service reply (default {DEFAULT_TIMEOUT_S:g})")
     add_scale_out_options(group)
     add_full_mode_options(group)
+    from pytest_libero.benchmarks import add_options as add_benchmark_options
+
+    add_benchmark_options(group)
 
 
 # Default whole-episode deadline: a setup allowance (service start, env build, settling) plus a
@@ -146,6 +151,8 @@ class LiberoRun:
     resume_keep_errors: bool = False
     shard: Shard | None = None
     all_cells: tuple[Cell, ...] = ()  # the selection before sharding (cells when not sharded)
+    benchmark: str = "libero"  # the benchmark adapter (pytest_libero.benchmarks)
+    plus: Any = None  # benchmarks.PlusSettings with --libero-benchmark libero_plus
 
     def episode_deadline_s(self, suite: str) -> float:
         """The whole-episode deadline of a cell of `suite`."""
@@ -206,8 +213,19 @@ def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> 
 
 def build_run(config: pytest.Config) -> LiberoRun:
     opt = config.getoption
+    from pytest_libero import benchmarks
+
     scope = opt("libero_scope")
-    cells = select_cells(scope, opt("libero_suite"), opt("libero_task_ids"))
+    benchmark = opt("libero_benchmark") or "libero"
+    plus = None
+    if benchmark == "libero_plus":
+        if opt("libero_mode") == "full":
+            raise pytest.UsageError("--libero-mode full does not apply to --libero-benchmark libero_plus: LIBERO-plus "
+                                    "runs one trial per variant (its own protocol); drop --libero-mode full")
+        cells, plus = benchmarks.plus_selection(config)
+    else:
+        benchmarks.check_libero_options(config)
+        cells = select_cells(scope, opt("libero_suite"), opt("libero_task_ids"))
     budget = opt("libero_budget")
     replan = opt("libero_replan_interval")
     calls = opt("libero_max_policy_calls")
@@ -231,7 +249,7 @@ def build_run(config: pytest.Config) -> LiberoRun:
     if not policy_timeout > 0:
         raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
     protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls,
-                        track=opt("libero_track"))
+                        track=opt("libero_track"), **benchmarks.protocol_fields(config))
     if opt("libero_mode") == "full":
         schedule, seeds, tag_seeds, init_states = full_mode_settings(opt)
         cells = expand(cells, scope, schedule, seeds, tag_seeds, init_states)
@@ -255,7 +273,8 @@ def build_run(config: pytest.Config) -> LiberoRun:
                      video_rate=opt("libero_video_rate"), reuse_env=opt("libero_env_reuse") == "on",
                      isolation=opt("libero_policy_isolation"), policy_timeout_s=policy_timeout,
                      gpus=opt("libero_gpus"), episode_timeout_s=episode_timeout, resume=opt("libero_resume"),
-                     resume_keep_errors=opt("libero_resume_keep_errors"), shard=shard, all_cells=cells)
+                     resume_keep_errors=opt("libero_resume_keep_errors"), shard=shard, all_cells=cells,
+                     benchmark=benchmark, plus=plus)
 
 
 def _hook_names(config: pytest.Config) -> list[str]:

@@ -51,6 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
     for suite in catalog.ALL_SUITES:
         config.addinivalue_line("markers", f"{suite}: LIBERO cells of suite {suite}")
     run = config.stash[RUN_KEY] = build_run(config)
+    if run.plus is not None:
+        from pytest_libero.liberoplus_catalog import use_classification
+
+        use_classification(run.plus.classification)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "libero_run_dir" in workerinput:
         config.stash[RUN_DIR_KEY] = RunDir(Path(workerinput["libero_run_dir"]))
@@ -86,7 +90,8 @@ def pytest_report_header(config: pytest.Config) -> str:
               else f"horizon (per-suite reference), K={p.replan_interval}")
     shard = f" (shard {run.shard.index}/{run.shard.count} from {run.shard.source})" if run.shard else ""
     mode = f", {p.describe_schedule()}" if p.schedule is not None else ""
-    return (f"libero: scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
+    bench = f"benchmark {run.benchmark}, " if run.benchmark != "libero" else ""
+    return (f"libero: {bench}scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
             f"budget {budget}, track {p.track}{mode}, protocol {p.identity}")
 
 
@@ -102,7 +107,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     cell = getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell")
-    if isinstance(cell, Cell):
+    if isinstance(cell, Cell) and cell.id.startswith(f"{cell.suite}-"):
         # -k matches task names, e.g. -k KITCHEN_SCENE3
         item.extra_keyword_matches.add(catalog.public_entry(cell.suite, cell.task_index)["task_name"])
 
@@ -143,7 +148,7 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     row = item.stash.get(RESULT_KEY, None)
-    if row is not None and (report.when == "call" or (report.when == "setup" and report.failed)):
+    if row is not None and (report.when == "call" or (report.when == "setup" and not report.passed)):
         report.libero = row  # type: ignore[attr-defined]  # plain builtins: crosses xdist
         html_path = item.config.getoption("htmlpath", None)
         if row.get("video") and html_path:
@@ -203,11 +208,14 @@ def libero_source_check(libero_run: LiberoRun, libero_service: Any) -> list[str]
 @pytest.fixture(scope="session")
 def libero_service(libero_run: LiberoRun) -> Iterator[Any]:
     """The worker's bench service (a separate simulator process), restarted after a fault."""
+    from pytest_libero import benchmarks
     from pytest_libero.gpus import service_env
     from pytest_libero.service import BenchService
 
     # On a GPU worker: render on that GPU (its EGL index); a failed mapping errors every item.
-    service = BenchService(timeout_s=libero_run.service_timeout_s, env=service_env())
+    # The benchmark adapter's service module and settings go in the service's environment.
+    service = BenchService(timeout_s=libero_run.service_timeout_s,
+                           env=dict(service_env(), **benchmarks.service_env(libero_run.benchmark, libero_run.plus)))
     yield service
     service.close()
 
@@ -243,6 +251,15 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     libero_policy = request.getfixturevalue("libero_policy")
     libero_service = request.getfixturevalue("libero_service")
     libero_source_check: list[str] = request.getfixturevalue("libero_source_check")
+    if libero_run.benchmark == "libero_plus":
+        from pytest_libero.liberoplus_summary import record_if_assets_missing
+
+        # A variant whose asset files are missing is never run: unattempted, with the file named.
+        row = record_if_assets_missing(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_service,
+                                       libero_policy)
+        if row is not None:
+            request.node.stash[RESULT_KEY] = row
+            pytest.skip(row["message"])
     files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
                          worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time())
     fault: EnvironmentFault | None = None

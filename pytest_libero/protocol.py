@@ -41,6 +41,10 @@ class Protocol:
     schedule: str | None = None
     seeds: tuple[int, ...] | None = None
     init_states: tuple[int, ...] | None = None
+    # The benchmark adapter and its protocol settings; left out of as_dict for libero, so that
+    # LIBERO identities are unchanged (pytest_libero.benchmarks.protocol_fields).
+    benchmark: str = "libero"
+    benchmark_options: tuple[tuple[str, Any], ...] = ()
 
     def control_cap(self, suite: str) -> int:
         if self.budget == "decisions":
@@ -61,6 +65,10 @@ class Protocol:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        if self.benchmark == "libero" and not self.benchmark_options:
+            del data["benchmark"], data["benchmark_options"]
+        else:
+            data["benchmark_options"] = dict(self.benchmark_options)
         data["horizons"] = {s: list(v) for s, v in catalog.REFERENCE_HORIZONS.items()}
         if self.schedule is None:
             # Fast mode keeps the settings (and so the identities) it had before schedules existed.

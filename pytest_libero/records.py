@@ -92,7 +92,11 @@ def run_manifest(run_id: str, profile: str, protocol: dict[str, Any], identity: 
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def cell_fields(cell_id: str) -> dict[str, Any]:
+def cell_fields(cell_id: str, bulk: bool = False) -> dict[str, Any]:
+    from pytest_libero import liberoplus_catalog
+
+    if liberoplus_catalog.parse_variant_id(cell_id) is not None:
+        return liberoplus_catalog.cell_fields(cell_id, bulk)
     parsed = catalog.parse_cell_id(cell_id)
     assert parsed is not None, cell_id
     suite, task, init = parsed
@@ -120,7 +124,7 @@ def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dic
     private = dict(result.private)
     timing = dict(result.timing)
     timing["wall_s"] = time.time() - started
-    return {
+    record = {
         "schema_version": RECORD_SCHEMA_VERSION,
         "cell": dict(cell_fields(result.cell_id), seed=result.seed),
         "identities": {"source": UPSTREAM, "versions": versions(),
@@ -146,6 +150,11 @@ def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dic
         "compute": dict(compute, env_reused=private.get("env_reused")),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if "benchmark" in record["cell"]:
+        from pytest_libero.liberoplus_summary import add_record_fields
+
+        add_record_fields(record, private)
+    return record
 
 
 def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: dict[str, Any],
@@ -153,7 +162,7 @@ def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: di
     """A record for an episode nobody could record: a crashed worker's, or one never run."""
     from pytest_libero.schedules import env_seed_for
 
-    cell = cell_fields(cell_id)
+    cell = cell_fields(cell_id, bulk=True)
     env_seed = env_seed_for(protocol, cell_id)
     if env_seed is not None:
         cell["seed"] = env_seed

@@ -158,6 +158,8 @@ def _run(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol, allo
             "control_cap": result.control_cap, "settle_controls": protocol.settle_controls,
             "settle_action": list(protocol.settle_action),
             "allow_mismatch": allow_source_mismatch, "track": protocol.track, "reuse_env": reuse_env,
+            # Another benchmark adapter's protocol options (none for libero).
+            **({"options": dict(protocol.benchmark_options)} if protocol.benchmark != "libero" else {}),
         })
         result.language = started["language"]
         result.settling_controls = started["settling_controls"]

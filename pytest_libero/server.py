@@ -16,29 +16,35 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from pytest_libero.bench_libero import prepare_process_environment
+from pytest_libero.benchmarks import service_module
 
 
 def serve(conn: Any) -> None:
     """Answer requests until `close` or until the pipe closes."""
+    import importlib
+
+    # The benchmark adapter's module (pytest_libero.benchmarks; bench_libero by default).
+    adapter = importlib.import_module(service_module())
     with tempfile.TemporaryDirectory(prefix="pytest-libero-service-") as work_dir:
-        prepare_process_environment(work_dir)
+        adapter.prepare_process_environment(work_dir)
         # MuJoCo appends warnings to MUJOCO_LOG.TXT in the working directory: keep it out of
         # the user's tree.
         os.chdir(work_dir)
         try:
-            _answer(conn)
+            _answer(conn, adapter)
         finally:
             os.chdir("/")
 
 
-def _answer(conn: Any) -> None:
-    from pytest_libero.bench_libero import EnvCache, LiberoEpisode, import_simulator
+def _answer(conn: Any, adapter: Any) -> None:
+    # The service exists to run the simulator: pay the imports while the worker sets up.
+    adapter.import_simulator()
+    episode_class = getattr(adapter, "Episode", None) or adapter.LiberoEpisode
+    check_sources = getattr(adapter, "check_sources", _check_sources)
+    extra_ops = getattr(adapter, "SERVICE_OPS", {})
 
-    import_simulator()  # the service exists to run LIBERO: pay the imports while the worker sets up
-
-    cache = EnvCache()
-    episode: LiberoEpisode | None = None
+    cache = adapter.EnvCache()
+    episode: Any = None
     while True:
         try:
             op, payload = conn.recv()
@@ -49,7 +55,7 @@ def _answer(conn: Any) -> None:
                 if episode is not None:
                     episode.close()
                 episode = None
-                episode = LiberoEpisode(**payload, cache=cache)
+                episode = episode_class(**payload, cache=cache)
                 value: Any = {"language": episode.language,
                               "observation": episode.observation(episode.first_raw),
                               "state": episode.state(episode.first_raw),
@@ -61,7 +67,9 @@ def _answer(conn: Any) -> None:
                 assert episode is not None, "finish before start"
                 value, episode = episode.finish(**(payload or {})), None
             elif op == "check_sources":
-                value = _check_sources()
+                value = check_sources()
+            elif op in extra_ops:
+                value = extra_ops[op](payload)
             elif op == "close":
                 conn.send(("ok", None))
                 break

