@@ -6,13 +6,16 @@ Same cells, same seeded action sequences, same init states for every mode, in on
   same-renders    the bench service's episode code in this process, with the plugin's renders and
                   kept environment, but no IPC, no policy, no evidence: the plugin's floor
   plugin          the plugin as a run uses it (service process, engine, video + record written)
+  plugin/no-lean-reset ... with PYTEST_LIBERO_LEAN_RESET=0 (LIBERO's own hard reset: XML recompiled,
+                       render context recreated)
   plugin/no-reuse     ... with --libero-env-reuse off (fresh environment every episode)
   plugin/every-control ... with --libero-video-rate control (cameras rendered every control)
 
 It prints wall time per mode, throughput and setup ratios, the plugin's overhead over the
 same-renders loop, bit-identity of every plugin mode with the native loop (executed controls,
 outcome, every delivered image, final simulator state), and the RSS of a worker and of its
-service over consecutive episodes. Absolute times drift on shared machines: read the ratios.
+service over consecutive episodes, the time to collect the 130-cell plan, and each of the issue's
+targets as met or not met. Absolute times drift on shared machines: read the ratios.
 
     python benchmarks/bench_performance.py                 # 2 cells x 3 episodes, D=10, K=5; RSS over 30
     python benchmarks/bench_performance.py --episodes 5 --calls 20 --rss-episodes 50
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +39,7 @@ import numpy as np
 from pytest_libero.catalog import Cell
 from pytest_libero.evidence import images_digest
 from pytest_libero.protocol import Protocol
+from pytest_libero.bench_libero import LEAN_RESET_ENV
 from pytest_libero.reference import ReplayPolicy, native_rollout
 from pytest_libero.rollout import run_episode
 from pytest_libero.service import DEFAULT_MAX_RSS_MIB, BenchService, rss_mib
@@ -50,6 +55,8 @@ class Mode:
     name: str
     wall_s: float = 0.0
     setups: list[float] = field(default_factory=list)
+    walls: list[float] = field(default_factory=list)  # per episode
+    phases: list[dict[str, float]] = field(default_factory=list)  # the service's timing, per episode
     results: list[tuple[Any, ...]] = field(default_factory=list)  # (controls, success, delivered, final state)
 
 
@@ -66,30 +73,42 @@ def sequences(seed: int, count: int, calls: int, replan: int) -> list[list[np.nd
     return out
 
 
-def run_native(plan: list[tuple[Cell, list[np.ndarray]]], replan: int, cap: int) -> Mode:
-    mode = Mode("native")
-    native_rollout(WARMUP.suite, WARMUP.task_index, plan[0][1][:1], replan)
-    start = time.perf_counter()
-    for cell, chunks in plan:
-        run = native_rollout(cell.suite, cell.task_index, chunks, replan, init_index=cell.init_index,
-                             control_cap=cap)
-        mode.setups.append(run.timing["setup_s"])
-        mode.results.append((run.executed_controls, run.success_control, run.delivered[: len(chunks)],
-                             run.final_state_sha256))
-    mode.wall_s = time.perf_counter() - start
-    return mode
+class Native:
+    """The bare native loop: a fresh OffScreenRenderEnv per episode, both cameras every control."""
+
+    def __init__(self, replan: int, cap: int) -> None:
+        self.mode, self.replan, self.cap = Mode("native"), replan, cap
+
+    def warm_up(self, chunks: list[np.ndarray]) -> None:
+        native_rollout(WARMUP.suite, WARMUP.task_index, chunks[:1], self.replan)
+
+    def episode(self, cell: Cell, chunks: list[np.ndarray]) -> None:
+        start = time.perf_counter()
+        run = native_rollout(cell.suite, cell.task_index, chunks, self.replan, init_index=cell.init_index,
+                             control_cap=self.cap)
+        self.mode.walls.append(time.perf_counter() - start)
+        self.mode.wall_s += self.mode.walls[-1]
+        self.mode.setups.append(run.timing["setup_s"])
+        self.mode.results.append((run.executed_controls, run.success_control, run.delivered[: len(chunks)],
+                                  run.final_state_sha256))
+
+    def close(self) -> None:
+        pass
 
 
-def run_same_renders(plan: list[tuple[Cell, list[np.ndarray]]], replan: int, cap: int) -> Mode:
+def _same_renders_loop(conn: Any, cap: int) -> None:
+    """The same-renders loop's own process: one episode per request, timed in here (no IPC inside)."""
     from pytest_libero.bench_libero import EnvCache, LiberoEpisode, prepare_process_environment
     from pytest_libero.inventory import sha256_array
 
     prepare_process_environment(tempfile.mkdtemp(prefix="pytest-libero-bench-"))
-    mode, cache = Mode("same-renders"), EnvCache()
-    start = 0.0
-    for cell, chunks in [(WARMUP, plan[0][1]), *plan]:
-        if cell is plan[0][0]:
-            start = time.perf_counter()
+    cache = EnvCache(lean_reset=True)
+    while True:
+        request = conn.recv()
+        if request is None:
+            break
+        cell, chunks = request
+        start = time.perf_counter()
         episode = LiberoEpisode({"suite": cell.suite, "task_index": cell.task_index, "init_index": cell.init_index,
                                  "seed": cell.seed}, control_cap=cap, settle_controls=10, allow_mismatch=False,
                                 cache=cache, reuse_env=True)
@@ -101,47 +120,89 @@ def run_same_renders(plan: list[tuple[Cell, list[np.ndarray]]], replan: int, cap
                 break
             delivered.append(images_digest(step["observation"]))
         final = sha256_array(episode.env.get_sim_state())
-        mode.setups.append(episode.gate.timing.setup_s)
         evidence = episode.finish(final_frame=True)  # the plugin renders the video's last frame too
-        if cell is WARMUP:
-            mode.setups.pop()
-            continue
-        mode.results.append((evidence["executed_controls"], evidence["first_success_control"], delivered, final))
-    mode.wall_s = time.perf_counter() - start
+        wall = time.perf_counter() - start
+        conn.send((wall, evidence["timing"], (evidence["executed_controls"], evidence["first_success_control"],
+                                              delivered, final)))
     cache.close()
-    return mode
 
 
-def run_plugin(name: str, plan: list[tuple[Cell, list[np.ndarray]]], protocol: Protocol, reuse: bool,
-               video_rate: str, out: Path) -> Mode:
-    from pytest_libero.episode_files import EpisodeFiles
-    from pytest_libero.options import LiberoRun
-    from pytest_libero.policy import PolicySpec
-    from pytest_libero.records import RunDir
+class SameRenders:
+    """The service's episode code (kept env, the plugin's renders), nothing else: the plugin's floor.
 
-    run = LiberoRun(protocol=protocol, cells=tuple(c for c, _ in plan), policy=PolicySpec("replay-benchmark"),
-                    allow_source_mismatch=False, service_timeout_s=600, output_root=str(out), video="all",
-                    video_rate=video_rate, reuse_env=reuse)
-    mode, service = Mode(name), BenchService()
-    try:
-        run_episode(service, ReplayPolicy(plan[0][1]), WARMUP, protocol, reuse_env=reuse)
+    It runs in a process of its own, as the service does, so that it shares no warm state with
+    the native loop that runs in this one; each episode is timed inside that process.
+    """
+
+    def __init__(self, cap: int) -> None:
+        import multiprocessing
+
+        self.mode = Mode("same-renders")
+        context = multiprocessing.get_context("spawn")
+        self.conn, theirs = context.Pipe()
+        self.process = context.Process(target=_same_renders_loop, args=(theirs, cap), daemon=True)
+        self.process.start()
+
+    def warm_up(self, chunks: list[np.ndarray]) -> None:
+        self.conn.send((WARMUP, chunks))
+        self.conn.recv()
+
+    def episode(self, cell: Cell, chunks: list[np.ndarray]) -> None:
+        self.conn.send((cell, chunks))
+        wall, timing, result = self.conn.recv()
+        self.mode.walls.append(wall)
+        self.mode.wall_s += wall
+        self.mode.setups.append(timing["setup_s"])
+        self.mode.phases.append(timing)
+        self.mode.results.append(result)
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            self.conn.send(None)
+        self.process.join(timeout=60)
+
+
+class Plugin:
+    """The plugin as a run uses it: its own service process, the engine, video and record written."""
+
+    def __init__(self, name: str, cells: list[Cell], protocol: Protocol, reuse: bool, video_rate: str, out: Path,
+                 lean_reset: bool = True) -> None:
+        from pytest_libero.options import LiberoRun
+        from pytest_libero.policy import PolicySpec
+
+        self.mode, self.protocol, self.reuse, self.video_rate, self.out = Mode(name), protocol, reuse, video_rate, out
+        self.run = LiberoRun(protocol=protocol, cells=tuple(cells), policy=PolicySpec("replay-benchmark"),
+                             allow_source_mismatch=False, service_timeout_s=600, output_root=str(out), video="all",
+                             video_rate=video_rate, reuse_env=reuse)
+        self.service = BenchService(env={LEAN_RESET_ENV: "1" if lean_reset else "0"})
+
+    def warm_up(self, chunks: list[np.ndarray]) -> None:
+        run_episode(self.service, ReplayPolicy(chunks), WARMUP, self.protocol, reuse_env=self.reuse)
+
+    def episode(self, cell: Cell, chunks: list[np.ndarray]) -> None:
+        from pytest_libero.episode_files import EpisodeFiles
+        from pytest_libero.records import RunDir
+
         start = time.perf_counter()
-        for cell, chunks in plan:
-            policy = ReplayPolicy(chunks)
-            files = EpisodeFiles(RunDir(out / name), run, cell, policy, worker="bench", started=time.time())
-            result = run_episode(service, policy, cell, protocol, on_frame=files.frame, video_rate=video_rate,
-                                 reuse_env=reuse)
-            files.write(result)
-            mode.setups.append(result.timing["setup_s"])
-            mode.results.append((result.executed_controls, result.first_success_control, policy.seen,
-                                 result.private["final_state_sha256"]))
-        mode.wall_s = time.perf_counter() - start
-    finally:
-        service.close()
-    return mode
+        policy = ReplayPolicy(chunks)
+        files = EpisodeFiles(RunDir(self.out / self.mode.name), self.run, cell, policy, worker="bench",
+                             started=time.time())
+        result = run_episode(self.service, policy, cell, self.protocol, on_frame=files.frame,
+                             video_rate=self.video_rate, reuse_env=self.reuse)
+        files.write(result)
+        self.mode.walls.append(time.perf_counter() - start)
+        self.mode.wall_s += self.mode.walls[-1]
+        self.mode.phases.append(result.timing)
+        self.mode.setups.append(result.timing["setup_s"])
+        self.mode.results.append((result.executed_controls, result.first_success_control, policy.seen,
+                                  result.private["final_state_sha256"]))
+
+    def close(self) -> None:
+        self.service.close()
 
 
-def measure_rss(cells: list[Cell], episodes: int, protocol: Protocol, replan: int, out: Path) -> list[str]:
+def measure_rss(cells: list[Cell], episodes: int, protocol: Protocol, replan: int,
+                out: Path) -> tuple[list[str], float]:
     """RSS of this process (the worker side) and of the service over consecutive episodes."""
     from pytest_libero.episode_files import EpisodeFiles
     from pytest_libero.options import LiberoRun
@@ -170,7 +231,22 @@ def measure_rss(cells: list[Cell], episodes: int, protocol: Protocol, replan: in
     lines.append(f"  service RSS  after episode 1: {s0:7.0f} MiB, after episode {episodes}: {s1:7.0f} MiB, "
                  f"growth {s1 - s0:+.0f} MiB (without recycling; a run restarts its service past "
                  f"{DEFAULT_MAX_RSS_MIB:g} MiB)")
-    return lines
+    return lines, w1 - w0
+
+
+def collection_seconds() -> tuple[float, str]:
+    """Wall time of `pytest --collect-only -q --libero-scope plan` (a fresh interpreter), and its summary."""
+    root = Path(__file__).resolve().parent.parent
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "--libero-scope", "plan", "-p",
+                           "no:cacheprovider"], cwd=root, capture_output=True, text=True, timeout=300)
+    seconds = time.perf_counter() - start
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    return seconds, lines[-1] if lines else done.stderr.strip()[-200:]
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT MET"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=10, help="policy calls D per episode (default 10)")
     parser.add_argument("--replan", type=int, default=5, help="controls per chunk K (default 5)")
     parser.add_argument("--rss-episodes", type=int, default=30)
+    parser.add_argument("--modes", nargs="+", default=None, metavar="MODE",
+                        help="run only these modes besides native and same-renders (e.g. plugin)")
+    parser.add_argument("--verbose", action="store_true", help="print every episode's wall time and phases")
     args = parser.parse_args(argv)
     protocol = Protocol(scope="benchmark", budget="decisions", replan_interval=args.replan,
                         max_policy_calls=args.calls)
@@ -190,10 +269,36 @@ def main(argv: list[str] | None = None) -> int:
     plan = [(Cell(c.suite, c.task_index, e % 50), seqs[e]) for c in cells for e in range(args.episodes)]
     out = Path(tempfile.mkdtemp(prefix="pytest-libero-perf-"))
     print(f"{len(plan)} episodes per mode ({len(cells)} cells x {args.episodes}), D={args.calls} K={args.replan}")
-    modes = [run_native(plan, args.replan, cap), run_same_renders(plan, args.replan, cap),
-             run_plugin("plugin", plan, protocol, True, "delivered", out),
-             run_plugin("plugin/no-reuse", plan, protocol, False, "delivered", out),
-             run_plugin("plugin/every-control", plan, protocol, True, "control", out)]
+    print(f"load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} "
+          f"({os.cpu_count()} cores)")
+    cells_run = [c for c, _ in plan]
+    runners: list[Any] = [
+        Native(args.replan, cap), SameRenders(cap),
+        Plugin("plugin", cells_run, protocol, True, "delivered", out),
+        Plugin("plugin/no-lean-reset", cells_run, protocol, True, "delivered", out, lean_reset=False),
+        Plugin("plugin/no-reuse", cells_run, protocol, False, "delivered", out),
+        Plugin("plugin/every-control", cells_run, protocol, True, "control", out)]
+    if args.modes:
+        unknown = set(args.modes) - {r.mode.name for r in runners[2:]}
+        if unknown or "plugin" not in args.modes:
+            parser.error(f"--modes {' '.join(args.modes)}: choose among "
+                         f"{', '.join(r.mode.name for r in runners[2:])}, plugin included")
+        for runner in runners[2:]:
+            if runner.mode.name not in args.modes:
+                runner.close()
+        runners = runners[:2] + [r for r in runners[2:] if r.mode.name in args.modes]
+    try:
+        for runner in runners:
+            runner.warm_up(plan[0][1])
+        # Interleaved: episode i of every mode, then episode i + 1, so that a change of load on a
+        # shared machine falls on every mode alike. Each mode keeps its own environment or service.
+        for cell, chunks in plan:
+            for runner in runners:
+                runner.episode(cell, chunks)
+    finally:
+        for runner in runners:
+            runner.close()
+    modes = [runner.mode for runner in runners]
     native, same, plugin = modes[0], modes[1], modes[2]
     print(f"\n  {'mode':<22}{'wall s':>9}{'episodes/h':>12}{'vs native':>11}{'setup s (mean)':>16}{'identical':>11}")
     for mode in modes:
@@ -201,17 +306,43 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {mode.name:<22}{mode.wall_s:9.1f}{3600 * len(plan) / mode.wall_s:12.0f}"
               f"{native.wall_s / mode.wall_s:10.2f}x{statistics.mean(mode.setups):16.2f}"
               f"{'yes' if identical else 'NO':>11}")
-    first_setup = plugin.setups[:: args.episodes]
-    kept_setups = [s for i, s in enumerate(plugin.setups) if i % args.episodes]
-    print(f"\n  throughput, plugin vs native:              {native.wall_s / plugin.wall_s:.2f}x")
-    if kept_setups:
-        ratio = statistics.mean(kept_setups) / statistics.mean(native.setups)
-        print(f"  setup on a kept environment vs native fresh: {ratio:.2f}x "
-              f"(first episode of a task builds one: {statistics.mean(first_setup):.2f} s)")
+    if args.verbose:
+        print("\n  per episode: wall s (setup / settle / simulation / rendering s in the service)")
+        for mode in modes:
+            cells_text = "  ".join(
+                f"{w:5.1f}" + (f" ({p['setup_s']:.2f}/{p['settle_s']:.2f}/{p['simulation_s']:.2f}/"
+                               f"{p['rendering_s']:.2f})" if p else "")
+                for w, p in zip(mode.walls, mode.phases or [{}] * len(mode.walls), strict=True))
+            print(f"  {mode.name:<22}{cells_text}")
+    native_setup = statistics.mean(native.setups)
+    print(f"\n  native fresh-environment setup (mean): {native_setup:.2f} s")
+    for mode in modes[2:]:
+        first_setup = mode.setups[:: args.episodes]
+        kept_setups = [s for i, s in enumerate(mode.setups) if i % args.episodes]
+        line = f"  {mode.name:<22} setup vs native: all episodes {statistics.mean(mode.setups) / native_setup:.2f}x"
+        if kept_setups:
+            line += (f", kept environment {statistics.mean(kept_setups) / native_setup:.2f}x "
+                     f"({statistics.mean(kept_setups):.2f} s), first of a task {statistics.mean(first_setup):.2f} s")
+        print(line)
+    throughput = native.wall_s / plugin.wall_s
+    setup_ratio = statistics.mean(plugin.setups) / native_setup
     overhead = 100 * (plugin.wall_s / same.wall_s - 1)
-    print(f"  plugin overhead over the same-renders loop:  {overhead:+.1f}%")
-    print("\n" + "\n".join(measure_rss(cells, args.rss_episodes, protocol, args.replan, out)))
+    rss_lines, worker_growth = measure_rss(cells, args.rss_episodes, protocol, args.replan, out)
+    collect_s, collect_summary = collection_seconds()
     identical = all(m.results == native.results for m in modes)
+    print("\n" + "\n".join(rss_lines))
+    print(f"  collection of the plan: {collect_s:.2f} s wall for a fresh interpreter ({collect_summary})")
+    print(f"\n  targets (K={args.replan}, D={args.calls}, rgb track, video at the delivered rate):")
+    print(f"    episode throughput >= 3.5x native:          {throughput:5.2f}x   {verdict(throughput >= 3.5)}")
+    print(f"    per-episode setup <= 0.6x a fresh env's:    {setup_ratio:5.2f}x   {verdict(setup_ratio <= 0.6)}"
+          " (mean over all plugin episodes, first builds included)")
+    print(f"    plugin overhead <= 5% over same renders:    {overhead:+5.1f}%   {verdict(overhead <= 5)}")
+    print(f"    worker RSS growth <= 100 MB over {args.rss_episodes}:     {worker_growth:+5.0f} MiB "
+          f"{verdict(worker_growth * 1.048576 <= 100)}")
+    print(f"    collection of the 130-cell plan < 2 s:      {collect_s:5.2f} s  {verdict(collect_s < 2)}")
+    print(f"    nothing changes a bit (every mode vs native): {'yes' if identical else 'NO'}       "
+          f"{verdict(identical)}")
+    print(f"load average at end: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     print("\nall modes bit-identical to the native loop" if identical else "\nDIFFERENCES FOUND")
     return 0 if identical else 1
 

@@ -108,19 +108,159 @@ def _gate_cameras(inner_env: Any, gate: _Gate) -> None:
     inner_env._create_camera_sensors = create_gated
 
 
-class EnvCache:
-    """The service's native environment, kept between episodes of the same task when allowed.
+# Switch for the benchmark and for bisecting: PYTEST_LIBERO_LEAN_RESET=0 turns the lean hard reset
+# off in every EnvCache built without an explicit `lean_reset` (the service's included).
+LEAN_RESET_ENV = "PYTEST_LIBERO_LEAN_RESET"
 
-    A kept environment is hard-reset as LIBERO resets it (model recompiled, new MjData), so
-    episodes are bit-identical to a fresh environment's (tests/test_performance_identity.py);
-    what is saved is the constructor, and the camera renders robosuite makes while resetting.
-    A soft reset (robosuite's hard_reset=False) is not bit-identical and is never used.
+
+def lean_reset_default() -> bool:
+    value = os.environ.get(LEAN_RESET_ENV, "1")
+    if value not in ("0", "1"):
+        raise ValueError(f"{LEAN_RESET_ENV}={value!r}: use 1 (lean hard reset, the default) or 0 (LIBERO's own)")
+    return value == "1"
+
+
+class _LeanReset:
+    """LIBERO's hard reset without recompiling an unchanged model or recreating its render context.
+
+    robosuite's hard reset frees the simulation (MjModel, MjData, the offscreen render context
+    with its GL context and MjrContext), rebuilds the Python model, compiles its XML into a new
+    MjModel and creates a new render context for it. When the generated XML is the same string
+    as the one compiled last, the new simulation is instead built from a copy of the model as it
+    was compiled (kept untouched: robosuite edits its live model, e.g. site colours), with a new
+    MjData, and the render context (GL context and MjrContext, which hold only what was uploaded
+    from that same compiled model) is rebound to it, with a new scene, camera and options as a new
+    context would have. Everything else in the reset runs as LIBERO runs it. The first build is
+    captured too (`capture`), so the constructor's model and context serve the first reset.
+    A changed XML, or a context resized away from the model's offscreen size, falls back to
+    compiling and creating anew. tests/test_performance_identity.py checks it bit for bit.
     """
 
     def __init__(self) -> None:
+        self.xml: str | None = None
+        self.pristine: Any = None  # mujoco.MjModel as compiled from self.xml, never simulated
+        self.context: Any = None  # render context made for a model compiled from self.xml
+        self.reused_models = 0
+        self.reused_contexts = 0
+
+    def compile(self, xml: str) -> Any:
+        """robosuite's MjSim.from_xml_string, reusing the last compiled model for the same XML."""
+        import copy
+
+        import mujoco
+        from robosuite.utils.binding_utils import MjSim
+
+        if xml == self.xml and self.pristine is not None:
+            self.reused_models += 1
+            return MjSim(copy.copy(self.pristine))
+        self.drop_context()
+        model = mujoco.MjModel.from_xml_string(xml)
+        self.xml, self.pristine = xml, copy.copy(model)
+        return MjSim(model)
+
+    def capture(self) -> Any:
+        """A context manager: robosuite's constructor compiles through `compile` meanwhile."""
+        import contextlib
+
+        import robosuite.environments.base as base
+
+        lean = self
+
+        class CapturingMjSim(base.MjSim):  # type: ignore[name-defined,misc]
+            @classmethod
+            def from_xml_string(cls, xml: str) -> Any:
+                return lean.compile(xml)
+
+        @contextlib.contextmanager
+        def patched() -> Any:
+            original = base.MjSim  # type: ignore[attr-defined]
+            base.MjSim = CapturingMjSim  # type: ignore[attr-defined]
+            try:
+                yield
+            finally:
+                base.MjSim = original  # type: ignore[attr-defined]
+
+        return patched()
+
+    def install(self, inner_env: Any) -> None:
+        """Route the environment's hard resets through this object (instance attributes only)."""
+
+        def destroy_sim() -> None:  # robosuite's _destroy_sim, keeping the render context
+            sim = inner_env.sim
+            if sim is not None:
+                context = sim._render_context_offscreen
+                if context is not None and self.pristine is not None:
+                    self.drop_context()
+                    self.context = context
+                    sim._render_context_offscreen = None
+                sim.free()
+                inner_env.sim = None
+
+        def initialize_sim(xml_string: str | None = None) -> None:  # robosuite's _initialize_sim
+            xml = xml_string if xml_string else inner_env.model.get_xml()
+            if inner_env._xml_processor is not None:
+                xml = inner_env._xml_processor(xml)
+            reusing = xml == self.xml and self.pristine is not None
+            inner_env.sim = self.compile(xml)
+            inner_env.sim.forward()
+            if reusing:
+                self.attach_context(inner_env.sim)
+            inner_env.initialize_time(inner_env.control_freq)
+
+        inner_env._destroy_sim = destroy_sim
+        inner_env._initialize_sim = initialize_sim
+
+    def attach_context(self, sim: Any) -> None:
+        """Bind the kept render context to `sim` as MjRenderContext.__init__ binds a new one."""
+        import mujoco
+
+        context, self.context = self.context, None
+        if context is None:
+            return
+        vis = self.pristine.vis.global_
+        if (context.con.offWidth, context.con.offHeight) != (vis.offwidth, vis.offheight):
+            del context  # resized for another size: a new context is created as usual
+            return
+        context.gl_ctx.make_current()
+        sim.forward()
+        sim.add_render_context(context)
+        context.sim, context.model, context.data = sim, sim.model, sim.data
+        context.scn = mujoco.MjvScene(sim.model._model, maxgeom=1000)
+        context.cam = mujoco.MjvCamera()
+        context.cam.fixedcamid = 0
+        context.cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        context.vopt = mujoco.MjvOption()
+        context.pert = mujoco.MjvPerturb()
+        context.pert.active = 0
+        context.pert.select = 0
+        context.pert.skinselect = -1
+        self.reused_contexts += 1
+
+    def drop_context(self) -> None:
+        self.context = None  # MjRenderContext.__del__ frees the MjrContext and the GL context
+
+    def close(self) -> None:
+        self.drop_context()
+        self.xml = self.pristine = None
+
+
+class EnvCache:
+    """The service's native environment, kept between episodes of the same task when allowed.
+
+    A kept environment is hard-reset as LIBERO resets it (model rebuilt, new MjData), so
+    episodes are bit-identical to a fresh environment's (tests/test_performance_identity.py);
+    what is saved is the constructor, and the camera renders robosuite makes while resetting.
+    With `lean_reset` (default: on unless PYTEST_LIBERO_LEAN_RESET=0) the hard reset also skips
+    recompiling an unchanged XML and recreating the render context (_LeanReset).
+    A soft reset (robosuite's hard_reset=False) is not bit-identical and is never used.
+    """
+
+    def __init__(self, lean_reset: bool | None = None) -> None:
         self.key: str | None = None
         self.env: Any = None
         self.gate = _Gate()
+        self.lean_reset = lean_reset_default() if lean_reset is None else lean_reset
+        self.lean: _LeanReset | None = None
 
     def get(self, bddl_path: str, reuse: bool) -> tuple[Any, _Gate, bool]:
         """(env, its camera gate, whether it was built now)."""
@@ -128,7 +268,13 @@ class EnvCache:
             return self.env, self.gate, False
         self.close()
         self.gate = _Gate()
-        self.env = make_native_env(bddl_path)
+        if self.lean_reset:
+            self.lean = _LeanReset()
+            with self.lean.capture():
+                self.env = make_native_env(bddl_path)
+            self.lean.install(self.env.env)
+        else:
+            self.env = make_native_env(bddl_path)
         self.key = bddl_path
         _gate_cameras(self.env.env, self.gate)
         return self.env, self.gate, True
@@ -137,6 +283,9 @@ class EnvCache:
         env, self.env, self.key = self.env, None, None
         if env is not None:
             env.close()
+        if self.lean is not None:
+            self.lean.close()
+            self.lean = None
 
 
 def _warning_counts(inner_env: Any) -> tuple[int, ...]:

@@ -128,7 +128,13 @@ def side_by_side(images: Any, border: tuple[int, int, int] | None = None) -> np.
 
 @dataclass
 class VideoWriter:
-    """Streams delivered observations (agentview | wrist) into an MP4 under a temporary name."""
+    """Streams delivered observations (agentview | wrist) into an MP4 under a temporary name.
+
+    Frames are handed to an encoder thread, so starting ffmpeg and feeding it overlap with the
+    episode (the worker would otherwise wait on it while the bench service idles); `commit`
+    waits for the thread and the encoder, then renames the file into place. A failure in the
+    thread is raised by the next `add` or by `commit`.
+    """
 
     path: Path
     fps: int
@@ -136,25 +142,67 @@ class VideoWriter:
     _writer: Any = None
     _tmp: Path | None = None
     first_success_frame: int | None = field(default=None)
+    _queue: Any = None
+    _thread: Any = None
+    _error: BaseException | None = None
 
     def add(self, images: Any, success: bool = False) -> None:
-        if self._writer is None:
-            import imageio.v2 as imageio
+        self._raise_if_failed()
+        if self._thread is None:
+            import queue
+            import threading
 
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._tmp = _temporary(self.path)
-            self._writer = imageio.get_writer(self._tmp, format="FFMPEG", mode="I", fps=self.fps,
-                                              codec="libx264", quality=7, macro_block_size=16,
-                                              ffmpeg_log_level="error", output_params=["-f", "mp4"])
+            self._queue = queue.Queue(maxsize=64)  # at most 64 frames (25 MB) waiting for the encoder
+            self._thread = threading.Thread(target=self._encode, name=f"video {self.path.name}", daemon=True)
+            self._thread.start()
         if success:
             self.first_success_frame = self.frames
-        self._writer.append_data(side_by_side(images, SUCCESS_BORDER if success else None))
+        self._queue.put(side_by_side(images, SUCCESS_BORDER if success else None))  # a new array: safe to hand on
         self.frames += 1
+
+    def _encode(self) -> None:
+        """The encoder thread: open ffmpeg on the first frame, feed it every frame until None."""
+        try:
+            while (frame := self._queue.get()) is not None:
+                if self._error is not None:
+                    continue  # drain, so that `add` never blocks on a dead encoder
+                if self._writer is None:
+                    import imageio.v2 as imageio
+
+                    assert self._tmp is not None
+                    self._writer = imageio.get_writer(self._tmp, format="FFMPEG", mode="I", fps=self.fps,
+                                                      codec="libx264", quality=7, macro_block_size=16,
+                                                      ffmpeg_log_level="error", output_params=["-f", "mp4"])
+                self._writer.append_data(frame)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            self._error = exc
+            while self._queue.get() is not None:
+                pass
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
 
     def commit(self) -> dict[str, Any] | None:
         """Finish the file and rename it into place; return what the record says of it."""
-        if self._writer is None:
+        if self._thread is None and self._writer is None:
             return None
+        self._join()
+        if self._error is not None:
+            error = self._error
+            try:
+                self.abandon()
+            except Exception:  # noqa: BLE001 - the encoder's own failure is the one to report
+                pass
+            raise error
         self._writer.close()
         assert self._tmp is not None
         with open(self._tmp, "rb") as stream:
@@ -165,10 +213,11 @@ class VideoWriter:
         return {"frames": self.frames, "fps": self.fps, "first_success_frame": self.first_success_frame}
 
     def abandon(self) -> None:
+        self._join()
         if self._writer is not None:
             try:
                 self._writer.close()
             finally:
                 self._writer = None
-                if self._tmp is not None:
-                    self._tmp.unlink(missing_ok=True)
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)

@@ -4,6 +4,9 @@ For several cells and action sequences (and init states in a changing order), th
 service's episode on a kept environment (hard-reset between episodes, cameras rendered only
 for delivered observations) matches the bare native loop (fresh env, both cameras rendered
 every control) in qpos and qvel after every control, every delivered image and the outcome.
+The lean hard reset (compiled model and render context kept when the XML is unchanged) is on
+in these episodes, and each test asserts it was actually taken, on kept environments and on
+the first reset of a freshly built one.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ def sequences(seed: int, count: int, chunks: int) -> list[list[np.ndarray]]:
              for _ in range(chunks)] for _ in range(count)]
 
 
-def kept_env_episode(cache, suite, task, init, chunks):
+def kept_env_episode(cache, suite, task, init, chunks, reuse=True):
     """The service's episode code, in this process, tracing the state after every control."""
     from pytest_libero.bench_libero import LiberoEpisode
 
     episode = LiberoEpisode({"suite": suite, "task_index": task, "init_index": init, "seed": 20260907},
-                            control_cap=10**6, settle_controls=10, allow_mismatch=False, cache=cache, reuse_env=True)
+                            control_cap=10**6, settle_controls=10, allow_mismatch=False, cache=cache, reuse_env=reuse)
+    lean = (cache.lean.reused_models, cache.lean.reused_contexts)
     delivered = [images_digest(episode.observation(episode.first_raw))]
     states, success = [], None
     for chunk in chunks:
@@ -46,7 +50,7 @@ def kept_env_episode(cache, suite, task, init, chunks):
         delivered.append(images_digest(step["observation"]))
     reused = episode.private["env_reused"]
     episode.finish()
-    return states, delivered, success, reused
+    return states, delivered, success, reused, lean
 
 
 @pytest.mark.parametrize("suite, task", [("libero_10", 0), ("libero_goal", 0)])
@@ -56,18 +60,53 @@ def test_kept_environment_is_bit_identical_to_a_fresh_one(suite, task):
     prepare_process_environment(tempfile.mkdtemp(prefix="pytest-libero-test-"))
     seq_a, seq_b = sequences(seed=task + 11, count=2, chunks=3)
     plan = [(0, seq_a), (1, seq_b), (0, seq_b), (0, seq_a)]
-    cache = EnvCache()
+    cache = EnvCache(lean_reset=True)
     try:
         kept = [kept_env_episode(cache, suite, task, init, chunks) for init, chunks in plan]
     finally:
         cache.close()
     assert [k[3] for k in kept] == [False, True, True, True]  # built once, then kept
-    for (init, chunks), (states, delivered, success, _) in zip(plan, kept, strict=True):
+    # Every hard reset (the first one too) reused the compiled model and the render context.
+    assert [k[4] for k in kept] == [(1, 1), (2, 2), (3, 3), (4, 4)]
+    for (init, chunks), (states, delivered, success, _, _) in zip(plan, kept, strict=True):
         native = native_rollout(suite, task, chunks, K, init_index=init)
         assert states == native.states, f"{suite} t{task} init {init}: qpos/qvel differ"
         assert delivered == native.delivered, f"{suite} t{task} init {init}: delivered images differ"
         assert success == native.success_control
     assert kept[0][0] == kept[3][0] and kept[1][0] != kept[2][0]  # the comparison can tell episodes apart
+
+
+def test_lean_first_reset_of_a_fresh_environment_is_bit_identical():
+    """Without reuse every episode builds anew; its first reset reuses the constructor's model."""
+    from pytest_libero.bench_libero import EnvCache, prepare_process_environment
+
+    prepare_process_environment(tempfile.mkdtemp(prefix="pytest-libero-test-"))
+    (seq,) = sequences(seed=5, count=1, chunks=3)
+    plan = [("libero_spatial", 1, 2), ("libero_object", 0, 0)]
+    cache = EnvCache(lean_reset=True)
+    try:
+        fresh = [kept_env_episode(cache, suite, task, init, seq, reuse=False) for suite, task, init in plan]
+    finally:
+        cache.close()
+    assert [f[3] for f in fresh] == [False, False]
+    assert [f[4] for f in fresh] == [(1, 1), (1, 1)]
+    for (suite, task, init), (states, delivered, success, _, _) in zip(plan, fresh, strict=True):
+        native = native_rollout(suite, task, seq, K, init_index=init)
+        assert states == native.states, f"{suite} t{task} init {init}: qpos/qvel differ"
+        assert delivered == native.delivered, f"{suite} t{task} init {init}: delivered images differ"
+        assert success == native.success_control
+
+
+def test_the_lean_reset_switch_is_read_from_the_environment(monkeypatch):
+    from pytest_libero.bench_libero import LEAN_RESET_ENV, EnvCache
+
+    monkeypatch.setenv(LEAN_RESET_ENV, "0")
+    assert EnvCache().lean_reset is False and EnvCache(lean_reset=True).lean_reset is True
+    monkeypatch.setenv(LEAN_RESET_ENV, "1")
+    assert EnvCache().lean_reset is True
+    monkeypatch.setenv(LEAN_RESET_ENV, "yes")
+    with pytest.raises(ValueError, match="PYTEST_LIBERO_LEAN_RESET='yes'"):
+        EnvCache()
 
 
 def test_the_service_is_recycled_between_episodes_once_its_memory_grows():
