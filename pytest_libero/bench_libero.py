@@ -336,28 +336,34 @@ class LiberoEpisode:
             self.env.seed(cell["seed"])
             self.env.reset()
             self.env.set_init_state(states[init_index])
-            self._warnings = _warning_counts(self.env.env)
-            self.gate.timing.setup_s = time.perf_counter() - start
-            start = time.perf_counter()
-            # The schedule's settling action (LIBERO's own evaluator settles with zeros); the contract's
-            # [0,0,0,0,0,0,-1] by default.
-            settle = np.asarray(SETTLE_ACTION if settle_action is None else settle_action, dtype=np.float64)
-            raw: Any = None
-            self.settle_success = False
-            for i in range(settle_controls):
-                self.gate.open = i == settle_controls - 1
-                raw, _, done, _ = self.env.step(settle)
-                self._check_stable("settling")
-                self.settle_success = self.settle_success or bool(done)
-            self.gate.open = False
-            self.settling_controls = settle_controls
-            # settle_s includes rendering the first observation; rendering_s counts the loop's.
-            self.gate.timing.settle_s = time.perf_counter() - start
-            self.gate.timing.rendering_s = 0.0
-            self.first_raw = raw
+            self._settle(start, settle_controls, settle_action)
         except BaseException:
             self.close()
             raise
+
+    def _settle(self, setup_start: float, settle_controls: int, settle_action: list[float] | None) -> None:
+        """Close the setup timing, run the settling controls and keep the first observation.
+
+        The schedule's settling action (LIBERO's own evaluator settles with zeros); the contract's
+        [0,0,0,0,0,0,-1] by default. Only the last settling control renders.
+        """
+        self._warnings = _warning_counts(self.env.env)
+        self.gate.timing.setup_s = time.perf_counter() - setup_start
+        start = time.perf_counter()
+        settle = np.asarray(SETTLE_ACTION if settle_action is None else settle_action, dtype=np.float64)
+        raw: Any = None
+        self.settle_success = False
+        for i in range(settle_controls):
+            self.gate.open = i == settle_controls - 1
+            raw, _, done, _ = self.env.step(settle)
+            self._check_stable("settling")
+            self.settle_success = self.settle_success or bool(done)
+        self.gate.open = False
+        self.settling_controls = settle_controls
+        # settle_s includes rendering the first observation; rendering_s counts the loop's.
+        self.gate.timing.settle_s = time.perf_counter() - start
+        self.gate.timing.rendering_s = 0.0
+        self.first_raw = raw
 
     def _check_stable(self, phase: str) -> None:
         counts = _warning_counts(self.env.env)
@@ -443,3 +449,21 @@ class LiberoEpisode:
         """Drop the environment (after a fault, or when it is not to be reused)."""
         self.env = None
         self.cache.close()
+
+
+# The service module's interface (pytest_libero.server): the episode class, the installed-files
+# check and no extra requests.
+Episode = LiberoEpisode
+SERVICE_OPS: dict[str, Callable[[Any], Any]] = {}
+
+
+def check_sources() -> str | None:
+    """The installed-files check, run here so the worker never holds LIBERO's file paths."""
+    from pytest_libero.errors import InventoryMismatch
+    from pytest_libero.inventory import check_installation
+
+    try:
+        check_installation()
+    except InventoryMismatch as exc:
+        return str(exc)
+    return None

@@ -32,10 +32,10 @@ import numpy as np
 from pytest_libero import liberoplus_build as build
 from pytest_libero import liberoplus_catalog as lp
 from pytest_libero.bench_libero import EnvCache as LiberoEnvCache
-from pytest_libero.bench_libero import (LiberoEpisode, Timing, _Gate, _gate_cameras, _warning_counts)
+from pytest_libero.bench_libero import (LiberoEpisode, Timing, _Gate, _gate_cameras)
 from pytest_libero.bench_libero import prepare_process_environment as _prepare_libero
 from pytest_libero.benchmarks import SERVICE_ASSETS_ENV
-from pytest_libero.contract import IMAGE_SHAPE, SETTLE_ACTION, images_from_native
+from pytest_libero.contract import IMAGE_SHAPE, images_from_native
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.inventory import sha256_array, sha256_file
 
@@ -260,22 +260,7 @@ class Episode(LiberoEpisode):
             self.private["robot_init"] = options.get("robot_init", "upstream")
             self.private["arm_qpos_after_init"] = [
                 round(float(q), 6) for q in self.env.env.sim.data.qpos[robot._ref_joint_pos_indexes]]
-            self._warnings = _warning_counts(self.env.env)
-            self.gate.timing.setup_s = time.perf_counter() - start
-            start = time.perf_counter()
-            settle = np.asarray(SETTLE_ACTION if settle_action is None else settle_action, dtype=np.float64)
-            raw: Any = None
-            self.settle_success = False
-            for i in range(settle_controls):
-                self.gate.open = i == settle_controls - 1
-                raw, _, done, _ = self.env.step(settle)
-                self._check_stable("settling")
-                self.settle_success = self.settle_success or bool(done)
-            self.gate.open = False
-            self.settling_controls = settle_controls
-            self.gate.timing.settle_s = time.perf_counter() - start
-            self.gate.timing.rendering_s = 0.0
-            self.first_raw = raw
+            self._settle(start, settle_controls, settle_action)
         except BaseException:
             self.close()
             raise

@@ -39,9 +39,9 @@ def serve(conn: Any) -> None:
 def _answer(conn: Any, adapter: Any) -> None:
     # The service exists to run the simulator: pay the imports while the worker sets up.
     adapter.import_simulator()
-    episode_class = getattr(adapter, "Episode", None) or adapter.LiberoEpisode
-    check_sources = getattr(adapter, "check_sources", _check_sources)
-    extra_ops = getattr(adapter, "SERVICE_OPS", {})
+    # Every service module offers: prepare_process_environment, import_simulator, EnvCache,
+    # Episode (start/submit/finish/close), check_sources and SERVICE_OPS (its extra requests).
+    episode_class, check_sources, extra_ops = adapter.Episode, adapter.check_sources, adapter.SERVICE_OPS
 
     cache = adapter.EnvCache()
     episode: Any = None
@@ -81,18 +81,6 @@ def _answer(conn: Any, adapter: Any) -> None:
     if episode is not None:
         episode.close()
     cache.close()
-
-
-def _check_sources() -> str | None:
-    """The installed-files check, run here so the worker never holds LIBERO's file paths."""
-    from pytest_libero.errors import InventoryMismatch
-    from pytest_libero.inventory import check_installation
-
-    try:
-        check_installation()
-    except InventoryMismatch as exc:
-        return str(exc)
-    return None
 
 
 if __name__ == "__main__":
