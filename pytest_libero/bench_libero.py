@@ -323,15 +323,7 @@ class LiberoEpisode:
             raise EnvironmentFault(f"{', '.join(mismatched)} of {suite} task {task_index} differ from the inventory")
         self.private["source_mismatch"] = mismatched
         self.language = entry["language"]
-        self.track = track
-        self.control_cap = control_cap
-        self.executed = 0
-        self.first_success_control: int | None = None
-        self.cache = cache if cache is not None else EnvCache()
-        self.reuse_env = reuse_env
-        self.env, self.gate, built = self.cache.get(str(bddl_path), reuse_env)
-        self.gate.timing = Timing()
-        self.private["env_reused"] = not built
+        self._take_env(str(bddl_path), control_cap, track, cache if cache is not None else EnvCache(), reuse_env)
         try:
             self.env.seed(cell["seed"])
             self.env.reset()
@@ -340,6 +332,18 @@ class LiberoEpisode:
         except BaseException:
             self.close()
             raise
+
+    def _take_env(self, key: str, control_cap: int, track: str, cache: EnvCache, reuse_env: bool) -> None:
+        """Take the task's environment from the cache (built when absent) and zero the counters."""
+        self.track = track
+        self.control_cap = control_cap
+        self.executed = 0
+        self.first_success_control: int | None = None
+        self.cache = cache
+        self.reuse_env = reuse_env
+        self.env, self.gate, built = self.cache.get(key, reuse_env)
+        self.gate.timing = Timing()
+        self.private["env_reused"] = not built
 
     def _settle(self, setup_start: float, settle_controls: int, settle_action: list[float] | None) -> None:
         """Close the setup timing, run the settling controls and keep the first observation.

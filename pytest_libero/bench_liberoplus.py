@@ -32,7 +32,7 @@ import numpy as np
 from pytest_libero import liberoplus_build as build
 from pytest_libero import liberoplus_catalog as lp
 from pytest_libero.bench_libero import EnvCache as LiberoEnvCache
-from pytest_libero.bench_libero import (LiberoEpisode, Timing, _Gate, _gate_cameras)
+from pytest_libero.bench_libero import (LiberoEpisode, _Gate, _gate_cameras)
 from pytest_libero.bench_libero import prepare_process_environment as _prepare_libero
 from pytest_libero.benchmarks import SERVICE_ASSETS_ENV
 from pytest_libero.contract import IMAGE_SHAPE, images_from_native
@@ -238,15 +238,7 @@ class Episode(LiberoEpisode):
             "source_mismatch": [],
             "assets": state.assets_kind,
         }
-        self.track = track
-        self.control_cap = control_cap
-        self.executed = 0
-        self.first_success_control: int | None = None
-        self.cache = cache if cache is not None else EnvCache()
-        self.reuse_env = reuse_env
-        self.env, self.gate, built = self.cache.get(str(bddl_path), reuse_env)
-        self.gate.timing = Timing()
-        self.private["env_reused"] = not built
+        self._take_env(str(bddl_path), control_cap, track, cache if cache is not None else EnvCache(), reuse_env)
         self.noise = int(getattr(self.env, "pytest_libero_noise", 0) or 0)
         self.language = self.env.language_instruction if options.get("clean_instructions") else lp.instruction(entry)
         self.language = " ".join(str(self.language).split())

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_libero.errors import LiberoError
+from pytest_libero.protocol import setting_differences
 
 ALPHA = 0.05
 COMPLETED = ("success", "failure", "policy_error")
@@ -144,24 +145,6 @@ def _protocol(run_dir: Path, manifest: dict[str, Any], records: dict[str, dict[s
     return next(iter(found.values()))
 
 
-def differences(a: Any, b: Any, prefix: str = "") -> list[str]:
-    """Dotted names of the settings that differ, with both values."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        found: list[str] = []
-        for key in sorted(set(a) | set(b)):
-            found.extend(differences(a.get(key), b.get(key), f"{prefix}{key}."))
-        return found
-    return [] if a == b else [f"{prefix.rstrip('.')}: {_short(a)} in RUN_A, {_short(b)} in RUN_B"]
-
-
-def _short(value: Any) -> str:
-    """A value for a refusal message: a schedule by its name, anything long cut short."""
-    if isinstance(value, dict) and "name" in value:
-        return f"schedule {value['name']!r} (sha256 {str(value.get('sha256', ''))[:16]})"
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
 def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
     """The paired comparison of two run folders (CompareError when they are not comparable)."""
     from pytest_libero import catalog
@@ -170,7 +153,8 @@ def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
     manifest_b, records_b = _load(run_b)
     protocol_a, protocol_b = _protocol(run_a, manifest_a, records_a), _protocol(run_b, manifest_b, records_b)
     if protocol_a.get("identity") != protocol_b.get("identity"):
-        diff = differences(protocol_a.get("settings"), protocol_b.get("settings")) or ["protocol identity only"]
+        diff = setting_differences(protocol_a.get("settings"), protocol_b.get("settings"), "in RUN_A",
+                                  "in RUN_B") or ["protocol identity only"]
         raise CompareError(
             f"refusing to compare: the protocol identities differ ({protocol_a.get('identity')} in RUN_A, "
             f"{protocol_b.get('identity')} in RUN_B), so their success rates measure different things. "

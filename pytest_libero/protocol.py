@@ -98,3 +98,23 @@ def _schedule(name: str) -> Any:
     from pytest_libero.schedules import load
 
     return load(name)
+
+
+def setting_differences(a: Any, b: Any, where_a: str, where_b: str, prefix: str = "") -> list[str]:
+    """Dotted names of the settings that differ between two protocol (or policy) dicts, with both
+    values, e.g. `budget: 'horizon' in RUN_A, 'decisions' in RUN_B` (resume and compare refusals)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        found: list[str] = []
+        for key in sorted(set(a) | set(b)):
+            found.extend(setting_differences(a.get(key), b.get(key), where_a, where_b, f"{prefix}{key}."))
+        return found
+    return [] if a == b else [f"{prefix.rstrip('.')}: {_short(a)} {where_a}, {_short(b)} {where_b}"]
+
+
+def _short(value: Any) -> str:
+    """A value for a refusal message: a schedule by its name, anything long cut short."""
+    if isinstance(value, dict) and "name" in value and "sha256" in value:
+        return f"schedule {value['name']!r} (sha256 {str(value['sha256'])[:16]})"
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+

@@ -16,20 +16,14 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.protocol import setting_differences
+
 COMPLETE = ("success", "failure", "policy_error")
 ERRORS = ("env_error", "crashed")
 
 
-def _differences(before: Any, now: Any, prefix: str = "") -> list[str]:
-    """Dotted names of the settings that differ, with both values."""
-    if isinstance(before, dict) and isinstance(now, dict):
-        found: list[str] = []
-        for key in sorted(set(before) | set(now)):
-            found.extend(_differences(before.get(key), now.get(key), f"{prefix}{key}."))
-        return found
-    if before != now:
-        return [f"{prefix.rstrip('.')}: {before!r} in the folder, {now!r} now"]
-    return []
+def _differences(before: Any, now: Any) -> list[str]:
+    return setting_differences(before, now, "in the folder", "now")
 
 
 def _refuse(run_dir: Path, what: str, differences: list[str]) -> None:
