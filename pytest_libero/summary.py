@@ -147,7 +147,7 @@ def success_chart_png(summary: dict[str, Any]) -> bytes:
         rates.append(100 * rate)
         lows.append(100 * (rate - low))
         highs.append(100 * (high - rate))
-    figure = Figure(figsize=(1.6 * len(groups) + 2, 3.2), dpi=100)
+    figure = Figure(figsize=(max(1.6 * len(groups) + 2, 5.0), 3.2), dpi=100)
     axis = figure.subplots()
     axis.bar(names, rates, yerr=[lows, highs], capsize=6, color="#4c72b0")
     axis.set_ylim(0, 100)
