@@ -13,6 +13,7 @@ import gc
 import hashlib
 import os
 import sys
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -68,7 +69,8 @@ def search(target_state: np.ndarray | None = None, exclude: tuple[Any, ...] = ()
         for value in referents:
             if not gc.is_tracked(value):
                 inspect_value(value, f"referent of {type(obj).__name__}")
-    for thread_id, frame in sys._current_frames().items():
+    for thread_id, top in sys._current_frames().items():
+        frame: FrameType | None = top
         while frame is not None:
             for name, value in list(frame.f_locals.items()):
                 before = sum(len(v) for v in found.values())

@@ -40,7 +40,10 @@ def html_rows(page: str) -> dict[str, list[dict[str, Any]]]:
 def decoded_frames(path: Path) -> int:
     reader = imageio.get_reader(path, format="FFMPEG")
     try:
-        return sum(1 for _ in reader)
+        count = 0
+        for _ in reader.iter_data():
+            count += 1
+        return count
     finally:
         reader.close()
 

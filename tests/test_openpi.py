@@ -85,6 +85,8 @@ class Server:
         self._server.shutdown()
 
 
+HUGE = bytes(64 * 2**20)
+
 BAD_REPLIES = {
     "garbage": lambda: b"\xc1\xc1\xc1",
     "truncated": lambda: pack({"actions": GOOD})[:-5],
@@ -99,7 +101,6 @@ BAD_REPLIES = {
     "no_actions": lambda: pack({"action": GOOD}),
     "huge": lambda: HUGE,
 }
-HUGE = bytes(64 * 2**20)
 
 
 @pytest.fixture
