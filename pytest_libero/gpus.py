@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -197,6 +198,19 @@ def probe_egl_devices(env: dict[str, str]) -> list[dict[str, Any]]:
     raise EnvironmentFault(f"EGL device probe failed (exit {done.returncode}): {done.stderr.strip()[-800:]}")
 
 
+def probe_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The EGL probe's environment: every GPU visible to CUDA, numbered in PCI bus order.
+
+    EGL enumerates every GPU whatever CUDA_VISIBLE_DEVICES says, but EGL_CUDA_DEVICE_NV may give
+    a device's CUDA ordinal as this process's CUDA numbers it (which CUDA_VISIBLE_DEVICES
+    filters and renumbers). With nothing hidden and the bus order, that ordinal is the
+    nvidia-smi index the worker's GPU is named by, on either reading of the extension.
+    """
+    env = {k: v for k, v in environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    return env
+
+
 def egl_index_for(cuda_index: int, devices: list[dict[str, Any]]) -> int:
     """The EGL device index of CUDA device `cuda_index`; EnvironmentFault when none maps to it."""
     for device in devices:
@@ -223,7 +237,7 @@ def service_env(devices: list[dict[str, Any]] | None = None) -> dict[str, str]:
     # from refusing a correct mapping.
     env = {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     if devices is None:
-        devices = probe_egl_devices(dict(os.environ, **env))
+        devices = probe_egl_devices(probe_environment(os.environ))
     egl = egl_index_for(int(index), devices)
     gpu["egl_device"] = egl
     return dict(env, MUJOCO_EGL_DEVICE_ID=str(egl))

@@ -98,6 +98,14 @@ def test_service_env_maps_the_pinned_gpu(monkeypatch):
     assert gpus.service_env([]) == {}
 
 
+def test_the_egl_probe_sees_every_gpu_in_bus_order_while_the_worker_sees_one():
+    # A pinned worker's own environment hides the other GPUs; the probe must not inherit that,
+    # or EGL_CUDA_DEVICE_NV could number (or refuse) devices relative to the pinned one.
+    worker = {"CUDA_VISIBLE_DEVICES": "3", "CUDA_DEVICE_ORDER": "FASTEST_FIRST", "PATH": "/usr/bin"}
+    assert gpus.probe_environment(worker) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PATH": "/usr/bin"}
+    assert worker["CUDA_VISIBLE_DEVICES"] == "3"  # the worker's own environment is left alone
+
+
 def test_the_egl_probe_runs_and_finds_no_cuda_device_on_a_cpu_machine():
     devices = gpus.probe_egl_devices({"PATH": "/usr/bin:/bin"})
     assert all(d["cuda"] is None for d in devices)
