@@ -84,10 +84,8 @@ def compare_fingerprint(recorded: Mapping[str, Any], images: Mapping[str, np.nda
 class ActionLog:
     path: str
     cell: dict[str, Any]
-    first_success_control: int | None
     first_observation: dict[str, Any]
     actions: np.ndarray
-    raw: dict[str, Any]
 
     @property
     def language(self) -> str:
@@ -120,7 +118,7 @@ def load_log(path: str | Path) -> ActionLog:
     except KeyError as exc:
         raise ReplayLogError(f"action log {str(path)!r} lacks the field {exc}") from None
     actions.setflags(write=False)
-    return ActionLog(str(path), cell, data.get("first_success_control"), first, actions, data)
+    return ActionLog(str(path), cell, first, actions)
 
 
 class LogReplayPolicy:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_native_vs_plugin import parse_cell  # this script's folder is on sys.path
 
 from pytest_libero.catalog import Cell
 from pytest_libero.evidence import images_digest
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     protocol = Protocol(scope="benchmark", budget="decisions", replan_interval=args.replan,
                         max_policy_calls=args.calls)
     cap = args.calls * args.replan
-    cells = [Cell(s, int(t)) for s, _, t in (c.partition(":") for c in args.cells)]
+    cells = [parse_cell(c) for c in args.cells]
     seqs = sequences(7, args.episodes, args.calls, args.replan)
     # Episodes of one task follow each other (as xdist's load scheduling mostly gives them).
     plan = [(Cell(c.suite, c.task_index, e % 50), seqs[e]) for c in cells for e in range(args.episodes)]

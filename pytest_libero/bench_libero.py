@@ -1,4 +1,5 @@
-"""The `libero` benchmark adapter: the only module that imports LIBERO, robosuite or MuJoCo.
+"""The `libero` benchmark adapter: with bench_liberoplus, the only module that imports LIBERO, robosuite
+or MuJoCo.
 
 It runs inside the bench service process (pytest_libero.server). It owns the native
 environment: construction, reset, the released init state, settling, native control, the
@@ -268,16 +269,20 @@ class EnvCache:
             return self.env, self.gate, False
         self.close()
         self.gate = _Gate()
-        if self.lean_reset:
-            self.lean = _LeanReset()
-            with self.lean.capture():
-                self.env = make_native_env(bddl_path)
-            self.lean.install(self.env.env)
-        else:
-            self.env = make_native_env(bddl_path)
+        self.env = self._build(bddl_path)
         self.key = bddl_path
         _gate_cameras(self.env.env, self.gate)
         return self.env, self.gate, True
+
+    def _build(self, bddl_path: str) -> Any:
+        """A new environment for the task (the lean reset installed when on)."""
+        if not self.lean_reset:
+            return make_native_env(bddl_path)
+        self.lean = _LeanReset()
+        with self.lean.capture():
+            env = make_native_env(bddl_path)
+        self.lean.install(env.env)
+        return env
 
     def close(self) -> None:
         env, self.env, self.key = self.env, None, None

@@ -32,7 +32,7 @@ import numpy as np
 from pytest_libero import liberoplus_build as build
 from pytest_libero import liberoplus_catalog as lp
 from pytest_libero.bench_libero import EnvCache as LiberoEnvCache
-from pytest_libero.bench_libero import (LiberoEpisode, _Gate, _gate_cameras)
+from pytest_libero.bench_libero import LiberoEpisode
 from pytest_libero.bench_libero import prepare_process_environment as _prepare_libero
 from pytest_libero.benchmarks import SERVICE_ASSETS_ENV
 from pytest_libero.contract import IMAGE_SHAPE, images_from_native
@@ -182,21 +182,21 @@ def make_native_env(bddl_path: str) -> Any:
 
 
 class EnvCache(LiberoEnvCache):
-    """The libero adapter's cache with LIBERO-plus's environment; its noise level kept per env."""
+    """The libero adapter's cache with LIBERO-plus's environment; its noise level kept per env.
 
-    def get(self, bddl_path: str, reuse: bool) -> tuple[Any, _Gate, bool]:
-        if reuse and self.env is not None and self.key == bddl_path:
-            return self.env, self.gate, False
-        self.close()
-        self.gate = _Gate()
-        self.env = make_native_env(bddl_path)
+    No lean reset: LIBERO-plus may change textures and lights after compiling, which a kept
+    render context would not see, and no identity test covers it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(lean_reset=False)
+
+    def _build(self, bddl_path: str) -> Any:
+        env = make_native_env(bddl_path)
         # The wrapper corrupts every control's agentview image (gated blanks included); the
         # episode applies the same functions to the delivered images instead.
-        self.env.pytest_libero_noise = self.env.noise
-        self.env.noise = 0
-        self.key = bddl_path
-        _gate_cameras(self.env.env, self.gate)
-        return self.env, self.gate, True
+        env.pytest_libero_noise, env.noise = env.noise, 0
+        return env
 
 
 def _noisy(image: np.ndarray, level: int) -> np.ndarray:
@@ -277,8 +277,4 @@ class Episode(LiberoEpisode):
         evidence["instruction"] = self.language
         evidence["instruction_sha256"] = "sha256:" + hashlib.sha256(self.language.encode()).hexdigest()[:16]
         return evidence
-
-    def close(self) -> None:
-        self.env = None
-        self.cache.close()
 

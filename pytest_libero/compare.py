@@ -29,6 +29,7 @@ from typing import Any
 
 from pytest_libero.errors import LiberoError
 from pytest_libero.protocol import setting_differences
+from pytest_libero.summary import wilson
 
 ALPHA = 0.05
 COMPLETED = ("success", "failure", "policy_error")
@@ -76,20 +77,13 @@ def min_discordant_for_significance(alpha: float = ALPHA) -> int:
     return k
 
 
-def _wilson(successes: int, trials: int) -> tuple[float, float]:
-    from scipy.stats import binomtest
-
-    interval = binomtest(successes, trials).proportion_ci(confidence_level=1 - ALPHA, method="wilson")
-    return float(interval.low), float(interval.high)
-
-
 def newcombe_paired_ci(paired: Paired) -> tuple[float, float]:
     """95% CI of rate_B - rate_A by Newcombe's method 10 (score interval for paired proportions)."""
     e, f, g, h, n = paired.both, paired.only_b, paired.only_a, paired.neither, paired.n
     # In Newcombe's notation p1 is B's rate and p2 A's, so the interval is for B - A.
     p1, p2 = (e + f) / n, (e + g) / n
-    l1, u1 = _wilson(e + f, n)
-    l2, u2 = _wilson(e + g, n)
+    l1, u1 = wilson(e + f, n)["ci95"]  # n > 0: analyse pairs at least one cell
+    l2, u2 = wilson(e + g, n)["ci95"]
     denominator = (e + f) * (g + h) * (e + g) * (f + h)
     phi = 0.0
     if denominator > 0:

@@ -128,7 +128,8 @@ def side_by_side(images: Any, border: tuple[int, int, int] | None = None) -> np.
 
 @dataclass
 class VideoWriter:
-    """Streams delivered observations (agentview | wrist) into an MP4 under a temporary name.
+    """Streams frames (agentview | wrist: delivered observations, or every control) into an MP4 under a
+    temporary name.
 
     Frames are handed to an encoder thread, so starting ffmpeg and feeding it overlap with the
     episode (the worker would otherwise wait on it while the bench service idles); `commit`

@@ -36,11 +36,12 @@ def add_full_mode_options(group: Any) -> None:
                          "schedule: the summary never calls it the full protocol)")
 
 
-def _int_list(flag: str, text: str, what: str) -> tuple[int, ...]:
+def parse_int_list(flag: str, text: str, what: str) -> tuple[int, ...]:
+    """Comma-separated non-negative integers, each once (task ids, seeds, init states); UsageError otherwise."""
     values: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit():
+        if not part.isdecimal():
             raise pytest.UsageError(f"{flag} {text!r}: {part!r} is not {what}; give comma-separated "
                                     "non-negative integers such as 0,1,2")
         if int(part) in values:
@@ -69,9 +70,10 @@ def full_mode_settings(opt: Any) -> tuple[Schedule, tuple[int, ...], bool, tuple
     """(schedule, run seeds, whether ids carry the seed, init-state subset or None)."""
     schedule = resolve_schedule(opt("libero_schedule"))
     given = opt("libero_seeds")
-    seeds = _int_list("--libero-seeds", given, "a seed") if given is not None else schedule.default_seeds
+    seeds = parse_int_list("--libero-seeds", given, "a seed") if given is not None else schedule.default_seeds
     subset = opt("libero_init_states")
-    init_states = _int_list("--libero-init-states", subset, "an init-state index") if subset is not None else None
+    init_states = (parse_int_list("--libero-init-states", subset, "an init-state index") if subset is not None
+                   else None)
     return schedule, seeds, given is not None or len(seeds) > 1, init_states
 
 

@@ -13,13 +13,14 @@ CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA agrees) or GPU UUIDs. Nothing here imports 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -58,19 +59,25 @@ def parse_gpu_list(text: str, origin: str) -> list[str]:
 
 def nvidia_smi_gpus() -> list[Gpu]:
     """GPUs nvidia-smi lists (index, name, UUID); empty when there is no nvidia-smi or it fails."""
+    return list(_nvidia_smi_gpus())
+
+
+@functools.cache
+def _nvidia_smi_gpus() -> tuple[Gpu, ...]:
+    # Asked once per process: GPU discovery and the run manifest both want the list.
     if shutil.which("nvidia-smi") is None:
-        return []
+        return ()
     try:
         done = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid", "--format=csv,noheader"],
                               capture_output=True, text=True, timeout=20, check=True)
     except (OSError, subprocess.SubprocessError):
-        return []
+        return ()
     found = []
     for line in done.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3 and parts[0].isdigit():
             found.append(Gpu(parts[0], int(parts[0]), parts[1], parts[2]))
-    return found
+    return tuple(found)
 
 
 def discover_gpus(option: str | None, environ: dict[str, str] | None = None,

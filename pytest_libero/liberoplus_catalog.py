@@ -159,12 +159,6 @@ def use_classification(path: str | None) -> None:
     _classification_path, _cached = path, None
 
 
-def forget_bulk() -> None:
-    """Drop the table a bulk read kept (see classification_of)."""
-    global _cached
-    _cached = None
-
-
 @functools.cache
 def public_variants() -> dict[str, tuple[tuple[str, str], ...]]:
     """(name, instruction) of every variant by suite: the catalog's public part (no file names)."""
@@ -202,7 +196,7 @@ def cell_fields(cell_id: str, bulk: bool = False) -> dict[str, Any]:
     name, language = public_variants()[suite][index]
     category, level = classification_of(suite, index, bulk)
     return {"id": cell_id, "suite": suite, "task_index": index, "task_name": name, "language": language,
-            "init_index": 0, "task_order_index": 0, "seed": 20260907,
+            "init_index": 0, "task_order_index": 0, "seed": PlusCell(suite, index).seed,
             "benchmark": {"name": BENCHMARK, "variant_id": index + 1, "category": category,
                           "difficulty": level}}
 

@@ -15,7 +15,8 @@ import pytest
 from pytest_libero import catalog
 from pytest_libero.catalog import Cell
 from pytest_libero.contract import TRACKS
-from pytest_libero.fullmode import add_full_mode_options, check_fast_mode, expand, full_mode_settings
+from pytest_libero.fullmode import (add_full_mode_options, check_fast_mode, expand, full_mode_settings,
+                                    parse_int_list)
 from pytest_libero.policy import PolicySpec, check_spec, parse_policy_kwargs
 from pytest_libero.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
 from pytest_libero.service import DEFAULT_TIMEOUT_S
@@ -55,7 +56,7 @@ def addoptions(parser: pytest.Parser) -> None:
                     help="Controls executed from each chunk before a fresh observation "
                          f"(default {DEFAULT_REPLAN_INTERVAL})")
     group.addoption("--libero-policy", dest="libero_policy", default=None, metavar="NAME|FILE.py:FACTORY",
-                    help="Policy to evaluate: a registered name (built-ins zero, random, openpi; names "
+                    help="Policy to evaluate: a registered name (built-ins zero, random, demo, replay, openpi; names "
                          "from installed pytest_libero.policies entry points or conftest hooks) or "
                          "path/to/file.py:factory. Default: zero (an infrastructure diagnostic)")
     group.addoption("--libero-policy-kwargs", dest="libero_policy_kwargs", default=None, metavar="JSON",
@@ -112,7 +113,7 @@ def add_scale_out_options(group: pytest.OptionGroup) -> None:
     """GPU pinning, the whole-episode deadline, resume and shards (docs/scale-out.md)."""
     group.addoption("--libero-gpus", dest="libero_gpus", default=None, metavar="IDS",
                     help="GPUs for the xdist workers, round-robin, e.g. 0,1,2,3 (CUDA indices in nvidia-smi "
-                         "order, or UUIDs). Default: CUDA_VISIBLE_DEVICES, else nvidia-smi; none: CPU")
+                         "order, or UUIDs). Default: CUDA_VISIBLE_DEVICES, else nvidia-smi; none found: CPU")
     group.addoption("--libero-episode-timeout", dest="libero_episode_timeout", type=float, default=None,
                     metavar="SECONDS",
                     help="Deadline for a whole episode; past it the episode ends as an error (simulator) or "
@@ -162,16 +163,7 @@ class LiberoRun:
 
 
 def parse_task_ids(text: str) -> list[int]:
-    ids: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit():
-            raise pytest.UsageError(f"--libero-task-ids {text!r}: {part!r} is not a task index; "
-                                    "give comma-separated integers such as 0,3")
-        if int(part) in ids:
-            raise pytest.UsageError(f"--libero-task-ids {text!r}: task {part} is listed twice")
-        ids.append(int(part))
-    return sorted(ids)
+    return sorted(parse_int_list("--libero-task-ids", text, "a task index"))
 
 
 def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> tuple[Cell, ...]:

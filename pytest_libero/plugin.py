@@ -107,7 +107,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     cell = getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell")
-    if isinstance(cell, Cell) and cell.id.startswith(f"{cell.suite}-"):
+    if type(cell) is Cell:  # a LIBERO cell (LIBERO-plus variants are PlusCell)
         # -k matches task names, e.g. -k KITCHEN_SCENE3
         item.extra_keyword_matches.add(catalog.public_entry(cell.suite, cell.task_index)["task_name"])
 

@@ -104,6 +104,8 @@ def check_spec(spec: PolicySpec, extra_names: list[str] | None = None) -> None:
         if not factory.isidentifier():
             raise ValueError(f"--libero-policy {spec.name!r}: {factory!r} is not a Python name")
         return
+    if spec.name in BUILTIN_POLICIES or spec.name in (extra_names or ()):
+        return  # no need to scan every installed distribution's entry points
     known = sorted(set(BUILTIN_POLICIES) | set(extra_names or ()) | set(entry_point_policies()))
     if spec.name not in known:
         close = difflib.get_close_matches(spec.name, known, n=3)

@@ -4,7 +4,8 @@
         run.json            manifest (identities, protocol, command line, machine), by the controller
         selection.json      the selected cell ids, by the controller once collection is known
         episodes/<cell>.json  one record per episode, by the process that ran (or lost) it
-        videos/<cell>.mp4   agentview | wrist, one frame per delivered observation + the last state
+        videos/<cell>.mp4   agentview | wrist, one frame per delivered observation (or per control with
+                            --libero-video-rate control) + the last state
         summary.json, success_rates.png, report.html   derived: rebuilt from the files above
 """
 
@@ -14,9 +15,7 @@ import os
 import platform
 import re
 import secrets
-import shutil
 import socket
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,8 @@ from typing import Any
 from pytest_libero import catalog
 from pytest_libero.evidence import RECORD_SCHEMA_VERSION, versions, write_json_atomic
 from pytest_libero.inventory import UPSTREAM
+from pytest_libero.protocol import FAST_SEED
 
-OUTCOMES = ("success", "failure", "policy_error", "env_error", "crashed", "not_run")
 
 
 def profile_slug(policy_name: str) -> str:
@@ -73,15 +72,10 @@ def _memory_gib() -> float | None:
 
 
 def _gpus() -> list[str]:
-    """GPU names and UUIDs from nvidia-smi when there is one; empty on CPU-only machines."""
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=10, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    """GPU index, name and UUID from nvidia-smi when there is one; empty on CPU-only machines."""
+    from pytest_libero.gpus import nvidia_smi_gpus
+
+    return [f"{g.index}, {g.name}, {g.uuid}" for g in nvidia_smi_gpus()]
 
 
 def run_manifest(run_id: str, profile: str, protocol: dict[str, Any], identity: str,
@@ -103,7 +97,7 @@ def cell_fields(cell_id: str, bulk: bool = False) -> dict[str, Any]:
     entry = catalog.public_entry(suite, task)
     fields = {"id": cell_id, "suite": suite, "task_index": task, "task_name": entry["task_name"],
               "language": entry["language"], "init_index": init, "task_order_index": 0,
-              "seed": 20260907}
+              "seed": FAST_SEED}
     run_seed = catalog.parse_run_seed(cell_id)
     if run_seed is not None:
         fields["run_seed"] = run_seed  # the schedule repetition (--libero-seeds); "seed" is env.seed
@@ -158,11 +152,14 @@ def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dic
 
 
 def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: dict[str, Any],
-                       identity: str, policy_profile: dict[str, Any], worker: str) -> dict[str, Any]:
-    """A record for an episode nobody could record: a crashed worker's, or one never run."""
+                       identity: str, policy_profile: dict[str, Any], worker: str, bulk: bool = True) -> dict[str, Any]:
+    """A record for an episode nobody could record: a crashed worker's, or one never run.
+
+    `bulk` (the controller, writing many): LIBERO-plus's category table stays read between calls.
+    A worker that may host an in-process policy passes False."""
     from pytest_libero.schedules import env_seed_for
 
-    cell = cell_fields(cell_id, bulk=True)
+    cell = cell_fields(cell_id, bulk=bulk)
     env_seed = env_seed_for(protocol, cell_id)
     if env_seed is not None:
         cell["seed"] = env_seed

@@ -69,9 +69,9 @@ def completed_cells(run_dir: Path, protocol: dict[str, Any], identity: str, poli
 
 def previous_sessions(run_dir: Path) -> list[dict[str, Any]]:
     """What run.json says of the sessions so far (kept in the new run.json)."""
-    from pytest_libero.summary import load_run
+    from pytest_libero.summary import load_manifest
 
-    manifest = load_run(run_dir)[0]
+    manifest = load_manifest(run_dir)
     if not manifest:
         return []
     earlier = list(manifest.get("previous_sessions") or [])

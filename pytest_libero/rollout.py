@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol
 
 import numpy as np
@@ -68,15 +68,11 @@ class EpisodeResult:
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
     protocol_identity: str = ""
-    policy: dict[str, Any] = field(default_factory=dict)
 
     def counters_text(self) -> str:
         return (f"{self.policy_calls} policy calls, {self.action_decisions} action decisions, "
                 f"{self.executed_controls} executed controls, {self.settling_controls} settling controls "
                 f"(cap {self.control_cap}: {self.cap_source})")
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class PolicyDeadline(PolicyFault):
@@ -188,13 +184,12 @@ def _run(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol, allo
                 with _policy_deadline(deadline, interrupt_policy):
                     raw = policy.act(observation)
             except EnvironmentFault:
-                policy_s += time.perf_counter() - tick
                 raise
             except Exception as exc:  # noqa: BLE001
-                policy_s += time.perf_counter() - tick
                 _policy_fault(result, f"policy.act raised {type(exc).__name__}: {exc}", exc)
                 break
-            policy_s += time.perf_counter() - tick
+            finally:
+                policy_s += time.perf_counter() - tick
             if raw is STOP:
                 result.chunks.append({"policy_call": result.policy_calls, "stop": True})
                 result.outcome, result.termination = "failure", "policy_stop"

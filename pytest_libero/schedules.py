@@ -4,7 +4,7 @@ A schedule says, per suite, which tasks and released init states run (episode i 
 in order), the control cap and where it comes from, the settling controls, and how seeds work:
 the run seeds it repeats over by default and how each episode's environment seed follows from
 the run seed. `standard` is the common published protocol; `openvla`, `openpi`, `lerobot` and
-`libero-native` reproduce those harnesses (docs/schedules.md). A schedule's name and content
+`libero-native` reproduce those harnesses (docs/schedules-and-compare.md). A schedule's name and content
 hash are part of the protocol identity.
 
 Pure data and stdlib only: collection imports this module.
@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_libero.catalog import CATALOG_DIR
+from pytest_libero.catalog import CATALOG_DIR, parse_cell_id, parse_run_seed
 from pytest_libero.errors import CatalogError
 
 SCHEDULE_DIR = CATALOG_DIR / "schedules"
@@ -41,7 +41,7 @@ class SuitePlan:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A loaded schedule; `document` is the JSON as frozen in the catalog."""
+    """A loaded schedule (`document(name)` gives its JSON as frozen in the catalog)."""
 
     name: str
     sha256: str
@@ -64,12 +64,7 @@ class Schedule:
 
     def env_seed(self, run_seed: int, init_index: int) -> int:
         """The env.seed of an episode on `init_index` in the repetition of `run_seed`."""
-        if self.env_seed_rule == "fixed":
-            assert self.env_seed_value is not None
-            return self.env_seed_value
-        if self.env_seed_rule == "run_seed":
-            return run_seed
-        return run_seed + init_index
+        return _env_seed(self.env_seed_rule, self.env_seed_value, run_seed, init_index)
 
     def settling(self) -> tuple[int, tuple[float, ...]]:
         """The settling controls and action (the same for every suite of a schedule)."""
@@ -90,8 +85,6 @@ class Schedule:
 def env_seed_for(settings: dict[str, Any], cell_id: str) -> int | None:
     """The environment seed a full-mode cell had (or would have had), from the protocol settings
     alone: for records of episodes that never reached the service. None in fast mode."""
-    from pytest_libero.catalog import parse_cell_id, parse_run_seed
-
     schedule, parsed = settings.get("schedule"), parse_cell_id(cell_id)
     if not isinstance(schedule, dict) or parsed is None:
         return None
@@ -99,9 +92,17 @@ def env_seed_for(settings: dict[str, Any], cell_id: str) -> int | None:
     if run_seed is None:
         run_seed = (settings.get("seeds") or [0])[0]
     rule = schedule["env_seed"]
-    if rule["rule"] == "fixed":
-        return int(rule["value"])
-    return int(run_seed) + (parsed[2] if rule["rule"] == "run_seed_plus_init_index" else 0)
+    return _env_seed(rule["rule"], rule.get("value"), int(run_seed), parsed[2])
+
+
+def _env_seed(rule: str, value: int | None, run_seed: int, init_index: int) -> int:
+    """One of ENV_SEED_RULES: a fixed seed, the run seed, or the run seed plus the init-state index."""
+    if rule == "fixed":
+        assert value is not None
+        return int(value)
+    if rule == "run_seed":
+        return run_seed
+    return run_seed + init_index
 
 
 def names() -> list[str]:

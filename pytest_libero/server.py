@@ -40,7 +40,7 @@ def _answer(conn: Any, adapter: Any) -> None:
     # The service exists to run the simulator: pay the imports while the worker sets up.
     adapter.import_simulator()
     # Every service module offers: prepare_process_environment, import_simulator, EnvCache,
-    # Episode (start/submit/finish/close), check_sources and SERVICE_OPS (its extra requests).
+    # Episode (built by `start`; submit/finish/close), check_sources and SERVICE_OPS (its extra requests).
     episode_class, check_sources, extra_ops = adapter.Episode, adapter.check_sources, adapter.SERVICE_OPS
 
     cache = adapter.EnvCache()

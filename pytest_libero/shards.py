@@ -1,4 +1,4 @@
-"""Shards: one deterministic stride of the selected cells per cluster task, and their merge.
+"""Shards: one deterministic stride of the selected cells per cluster task (merged by pytest_libero.merge).
 
 Shard K of N (K is 1-based, `--libero-shard K/N`) runs the cells at 0-based positions
 K-1, K-1+N, K-1+2N, ... of the selection in native order (suite order, then task index), so

@@ -34,10 +34,15 @@ def wilson(successes: int, trials: int) -> dict[str, Any]:
             "successes": successes, "trials": trials}
 
 
+def load_manifest(run_dir: Path) -> dict[str, Any]:
+    """The folder's run.json ({} when missing or unreadable), without reading the records."""
+    return _read(run_dir / "run.json") or {}  # type: ignore[no-any-return]
+
+
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[str], dict[str, dict[str, Any]], list[str]]:
     """(manifest, selected cell ids, records by cell id, unreadable files) of a run folder."""
     run = RunDir(run_dir)
-    manifest = _read(run_dir / "run.json") or {}
+    manifest = load_manifest(run_dir)
     selection = (_read(run_dir / "selection.json") or {}).get("cells", [])
     records: dict[str, dict[str, Any]] = {}
     problems: list[str] = []

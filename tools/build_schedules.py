@@ -16,8 +16,9 @@ import sys
 from typing import Any
 
 from pytest_libero import catalog
+from pytest_libero.schedules import SCHEDULE_DIR
 
-OUT = catalog.CATALOG_DIR / "schedules"
+OUT = SCHEDULE_DIR
 GRIPPER_OPEN_NOOP = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
 ZEROS = [0.0] * 7
 

@@ -38,7 +38,6 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
 
 GENERATOR = "pytest-libero tools/demo_expert.py (scripted privileged-state expert)"
 GENERATOR_VERSION = "1"
-LOG_FORMAT = "pytest-libero-action-log/1"
 ROUND = 4
 
 
@@ -313,7 +312,7 @@ def generate(cell_id: str, verbose: bool = False, script: Callable[[Expert], Non
     from pytest_libero.protocol import DEFAULT_REPLAN_INTERVAL, FAST_SEED, SETTLE_CONTROLS
     from pytest_libero.contract import SETTLE_ACTION, images_from_native
 
-    from pytest_libero.adapters.replay import fingerprint  # the same code the adapter compares with
+    from pytest_libero.adapters.replay import LOG_FORMAT, fingerprint  # the same code the adapter reads with
 
     prepare_process_environment(tempfile.mkdtemp(prefix="pytest-libero-demo-expert-"))
     suite, task_index, init_index = parse_cell(cell_id)
