@@ -11,23 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fakes import fake_conftest
 from pytest_libero.evidence import is_temporary
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
-CONFTEST = """
-import pytest
-from fakes import FakeService
-
-@pytest.fixture(scope="session")
-def libero_service():
-    return FakeService(success_at=13)
-
-@pytest.fixture(scope="session")
-def libero_source_check():
-    return []
-"""
-# Succeeds (control 13) on tasks whose language has an even number of words, holds still
-# (truncation) otherwise; logs every episode it plays, so a test can see nothing ran twice.
+CONFTEST = fake_conftest(success_at=13)
+# The fake service reports success at control 13 on every task; the policy holds still and logs
+# every episode it plays, so a test can see nothing ran twice.
 POLICY = """
 import os, time
 import numpy as np

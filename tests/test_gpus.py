@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -107,6 +108,8 @@ def test_the_egl_probe_sees_every_gpu_in_bus_order_while_the_worker_sees_one():
 
 
 def test_the_egl_probe_runs_and_finds_no_cuda_device_on_a_cpu_machine():
+    if shutil.which("nvidia-smi"):
+        pytest.skip("an NVIDIA machine: its EGL devices do report CUDA indices")
     devices = gpus.probe_egl_devices({"PATH": "/usr/bin:/bin"})
     assert all(d["cuda"] is None for d in devices)
     with pytest.raises(EnvironmentFault, match="cannot render on GPU 0"):
@@ -125,7 +128,7 @@ def test_xdist_workers_on_two_faked_gpus_record_their_gpu(pytester):
     result.assert_outcomes(failed=4)
     (run_dir,) = run_dirs(pytester.path / "reports")
     found = records(run_dir)
-    assert len({r["worker"] for r in found.values()}) >= 1
+    assert {r["worker"] for r in found.values()} == {"gw0", "gw1"}  # xdist sends 2 of the 4 items to each
     for record in found.values():
         gpu = record["compute"]["gpu"]
         assert gpu["id"] == str(int(record["worker"][2:]) % 2)  # gw0 -> GPU 0, gw1 -> GPU 1

@@ -296,7 +296,7 @@ def test_the_identity_comes_from_the_command_line(pytester, synthetic_file):
 
 # -- assets -----------------------------------------------------------------------------------
 
-def test_the_asset_link_is_one_symlink_replaced_atomically_and_never_over_a_real_folder(tmp_path):
+def test_the_asset_link_is_one_symlink_replaced_atomically_and_never_over_a_real_folder(tmp_path, monkeypatch):
     from pytest_libero.bench_liberoplus import link_assets, standard_assets
     from pytest_libero.errors import EnvironmentFault
 
@@ -314,25 +314,17 @@ def test_the_asset_link_is_one_symlink_replaced_atomically_and_never_over_a_real
     assert link_assets(real, None) == (real / "assets", "package")
     with pytest.raises(EnvironmentFault, match="is a real folder, so --libero-plus-assets .* cannot be linked"):
         link_assets(real, str(user))
+    # A package folder nobody may write to (root ignores directory permissions, so the refusal
+    # is produced by making the symlink call fail as it would there).
     locked = tmp_path / "locked"
     locked.mkdir()
-    locked.chmod(0o500)
-    try:
-        if locked.joinpath("probe").parent.stat().st_mode & 0o200 == 0 and not _root_writes(locked):
-            with pytest.raises(EnvironmentFault, match="cannot link LIBERO-plus's asset folder .* make .* writable"):
-                link_assets(locked, None)
-    finally:
-        locked.chmod(0o700)
 
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
 
-def _root_writes(folder: Path) -> bool:
-    """root ignores directory permissions: then the not-writable case cannot be produced here."""
-    try:
-        (folder / ".probe").touch()
-    except OSError:
-        return False
-    (folder / ".probe").unlink()
-    return True
+    monkeypatch.setattr(Path, "symlink_to", refuse)
+    with pytest.raises(EnvironmentFault, match="cannot link LIBERO-plus's asset folder .* make .* writable"):
+        link_assets(locked, None)
 
 
 # -- results ----------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ RUNNABLE = sorted((cell for cell, (category, _) in TRUE.items() if category != "
 LIGHT = "libero_plus-libero_spatial-v02111"
 
 
-def run(pytester: pytest.Pytester, variants: list[str], *more: str) -> Path:
+def run(pytester: pytest.Pytester, variants: list[str], *more: str) -> pytest.RunResult:
     classification = write_classification(pytester.path / "task_classification.json")
     pytester.makepyfile(adversary=ADVERSARY, probe=PROBE)
     pytester.syspathinsert()
@@ -64,8 +64,7 @@ def run(pytester: pytest.Pytester, variants: list[str], *more: str) -> Path:
         str(classification), "--libero-plus-variants", ",".join(variants), "--libero-policy", "probe.py:Probe",
         "--libero-budget", "decisions", "--libero-max-policy-calls", "2", "--libero-video", "none",
         "--html=report.html", *more)
-    pytester.run_result = result  # type: ignore[attr-defined]
-    return result  # type: ignore[return-value]
+    return result
 
 
 def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(pytester):

@@ -1,6 +1,6 @@
 """The frozen schedules: every number of every preset, checked against the harnesses' facts.
 
-The table below is written from /work/shared/research/harness-anchors.md section (b), not from
+The table below is written from the harnesses' own sources (cited in docs/schedules-and-compare.md), not from
 tools/build_schedules.py, so a slip in either shows up here.
 """
 
