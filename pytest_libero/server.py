@@ -26,19 +26,30 @@ def serve(conn: Any) -> None:
     # The benchmark adapter's module (pytest_libero.benchmarks; bench_libero by default).
     adapter = importlib.import_module(service_module())
     with tempfile.TemporaryDirectory(prefix="pytest-libero-service-") as work_dir:
-        adapter.prepare_process_environment(work_dir)
+        startup_error: Exception | None = None
+        try:
+            adapter.prepare_process_environment(work_dir)
+        except Exception as exc:  # noqa: BLE001 - answered to the worker, see _answer
+            startup_error = exc
         # MuJoCo appends warnings to MUJOCO_LOG.TXT in the working directory: keep it out of
         # the user's tree.
         os.chdir(work_dir)
         try:
-            _answer(conn, adapter)
+            _answer(conn, adapter, startup_error)
         finally:
             os.chdir("/")
 
 
-def _answer(conn: Any, adapter: Any) -> None:
-    # The service exists to run the simulator: pay the imports while the worker sets up.
-    adapter.import_simulator()
+def _answer(conn: Any, adapter: Any, startup_error: Exception | None = None) -> None:
+    """Answer requests. A failed start-up (a missing library, an asset folder that cannot be linked)
+    is the answer to every request but `close`, so the worker reports its message instead of a
+    service that died."""
+    if startup_error is None:
+        try:
+            # The service exists to run the simulator: pay the imports while the worker sets up.
+            adapter.import_simulator()
+        except Exception as exc:  # noqa: BLE001
+            startup_error = exc
     # Every service module offers: prepare_process_environment, import_simulator, EnvCache,
     # Episode (built by `start`; submit/finish/close), check_sources and SERVICE_OPS (its extra requests).
     episode_class, check_sources, extra_ops = adapter.Episode, adapter.check_sources, adapter.SERVICE_OPS
@@ -51,6 +62,8 @@ def _answer(conn: Any, adapter: Any) -> None:
         except EOFError:
             break
         try:
+            if startup_error is not None and op != "close":
+                raise startup_error
             if op == "start":
                 if episode is not None:
                     episode.close()

@@ -84,3 +84,42 @@ def test_a_hung_in_process_policy_ends_at_the_deadline_and_the_worker_goes_on(py
     throughput = json.loads((run_dir / "summary.json").read_text())["throughput"]
     assert throughput["episodes"] == 3 and throughput["workers"]["main"]["controls"] == 3 * 10 + 20
     assert throughput["share_of_wall_time"]["policy"] > 0.3  # two seconds of the hang
+
+
+class _FailingAdapter:
+    """A service module whose start-up fails as LIBERO-plus's does without ImageMagick."""
+
+    Episode = object
+    SERVICE_OPS: dict[str, object] = {}
+
+    @staticmethod
+    def import_simulator() -> None:
+        raise EnvironmentFault("LIBERO-plus needs the ImageMagick library: apt-get install libmagickwand-6.q16-6")
+
+    @staticmethod
+    def check_sources() -> None:
+        raise AssertionError("never reached after a failed start-up")
+
+    @staticmethod
+    def EnvCache() -> object:  # noqa: N802 - the service module's class name
+        return type("Cache", (), {"close": lambda self: None})()
+
+
+def test_a_failed_service_start_up_is_the_answer_to_every_request_not_a_dead_service():
+    import threading
+    from multiprocessing import Pipe
+
+    from pytest_libero.server import _answer
+
+    worker, service = Pipe()
+    thread = threading.Thread(target=_answer, args=(service, _FailingAdapter), daemon=True)
+    thread.start()
+    for op in ("check_sources", "start"):
+        worker.send((op, {}))
+        assert worker.poll(10), f"no answer to {op!r}: the service died on its failed start-up"
+        status, kind, message, _ = worker.recv()
+        assert (status, kind) == ("error", "EnvironmentFault") and "apt-get install libmagickwand" in message
+    worker.send(("close", None))
+    assert worker.poll(10) and worker.recv() == ("ok", None)
+    thread.join(timeout=10)
+    assert not thread.is_alive()
