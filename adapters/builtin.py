@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.contract import SETTLE_ACTION, Observation
+from pytest_libero.core.contract import SETTLE_ACTION, Observation
 
 
 class ZeroPolicy:

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from pytest_libero.contract import Observation
+from pytest_libero.core.contract import Observation
 from pytest_libero.errors import PolicyServerError
 
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 2**20

@@ -24,9 +24,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from pytest_libero.contract import ACTION_DIM, CAMERAS, STOP, Observation
+from pytest_libero.core.contract import ACTION_DIM, CAMERAS, STOP, Observation
 from pytest_libero.errors import PolicyFault
-from pytest_libero.evidence import images_digest
+from pytest_libero.core.hashing import images_digest
 
 LOG_FORMAT = "pytest-libero-action-log/1"
 THUMB = 32  # thumbnail side: 256x256 images averaged over 8x8 blocks

@@ -34,7 +34,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from pytest_libero.contract import Observation
+from pytest_libero.core.contract import Observation
 
 UNAVAILABLE_HINT: Final = ("is not available: the rgb track gives the policy two camera images and the "
                            "task language only (no proprioception, no eef state, no object state)")

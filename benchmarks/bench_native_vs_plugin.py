@@ -1,7 +1,7 @@
 """Side-by-side: the bare native LIBERO loop vs the plugin's engine, same cells, same actions.
 
 For each cell, one seeded action sequence (D chunks, K controls executed from each) runs
-  1. through the bare native loop (pytest_libero.reference: fresh OffScreenRenderEnv, reset,
+  1. through the bare native loop (pytest_libero.benchmarks.libero.reference: fresh OffScreenRenderEnv, reset,
      set_init_state, ten settling steps, env.step with both cameras rendered every control), and
   2. through the plugin (run_episode: policy in this process, simulator in the bench service,
      cameras rendered only for delivered observations),
@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 
-from pytest_libero.catalog import Cell
-from pytest_libero.protocol import Protocol
-from pytest_libero.reference import ReplayPolicy, native_rollout
-from pytest_libero.rollout import run_episode
-from pytest_libero.service import BenchService
+from pytest_libero.core.cells import Cell
+from pytest_libero.core.protocol import Protocol
+from pytest_libero.benchmarks.libero.reference import ReplayPolicy, native_rollout
+from pytest_libero.core.rollout import run_episode
+from pytest_libero.runtime.service import BenchService
 
 
 def action_sequence(seed: int, calls: int, replan: int) -> list[np.ndarray]:

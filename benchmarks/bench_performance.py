@@ -37,13 +37,13 @@ from typing import Any
 import numpy as np
 from bench_native_vs_plugin import parse_cell  # this script's folder is on sys.path
 
-from pytest_libero.catalog import Cell
-from pytest_libero.evidence import images_digest
-from pytest_libero.protocol import Protocol
-from pytest_libero.bench_libero import LEAN_RESET_ENV
-from pytest_libero.reference import ReplayPolicy, native_rollout
-from pytest_libero.rollout import run_episode
-from pytest_libero.service import DEFAULT_MAX_RSS_MIB, BenchService, rss_mib
+from pytest_libero.core.cells import Cell
+from pytest_libero.core.hashing import images_digest
+from pytest_libero.core.protocol import Protocol
+from pytest_libero.benchmarks.libero.service import LEAN_RESET_ENV
+from pytest_libero.benchmarks.libero.reference import ReplayPolicy, native_rollout
+from pytest_libero.core.rollout import run_episode
+from pytest_libero.runtime.service import DEFAULT_MAX_RSS_MIB, BenchService, rss_mib
 
 
 # One throwaway episode per process before the clock starts: a worker pays its process's first
@@ -99,8 +99,8 @@ class Native:
 
 def _same_renders_loop(conn: Any, cap: int) -> None:
     """The same-renders loop's own process: one episode per request, timed in here (no IPC inside)."""
-    from pytest_libero.bench_libero import EnvCache, LiberoEpisode, prepare_process_environment
-    from pytest_libero.inventory import sha256_array
+    from pytest_libero.benchmarks.libero.service import EnvCache, LiberoEpisode, prepare_process_environment
+    from pytest_libero.core.hashing import sha256_array
 
     prepare_process_environment(tempfile.mkdtemp(prefix="pytest-libero-bench-"))
     cache = EnvCache(lean_reset=True)
@@ -168,8 +168,8 @@ class Plugin:
 
     def __init__(self, name: str, cells: list[Cell], protocol: Protocol, reuse: bool, video_rate: str, out: Path,
                  lean_reset: bool = True) -> None:
-        from pytest_libero.options import LiberoRun
-        from pytest_libero.policy import PolicySpec
+        from pytest_libero.plugin.options import LiberoRun
+        from pytest_libero.core.policy import PolicySpec
 
         self.mode, self.protocol, self.reuse, self.video_rate, self.out = Mode(name), protocol, reuse, video_rate, out
         self.run = LiberoRun(protocol=protocol, cells=tuple(cells), policy=PolicySpec("replay-benchmark"),
@@ -181,8 +181,8 @@ class Plugin:
         run_episode(self.service, ReplayPolicy(chunks), WARMUP, self.protocol, reuse_env=self.reuse)
 
     def episode(self, cell: Cell, chunks: list[np.ndarray]) -> None:
-        from pytest_libero.episode_files import EpisodeFiles
-        from pytest_libero.records import RunDir
+        from pytest_libero.plugin.episode_files import EpisodeFiles
+        from pytest_libero.results.records import RunDir
 
         start = time.perf_counter()
         policy = ReplayPolicy(chunks)
@@ -205,10 +205,10 @@ class Plugin:
 def measure_rss(cells: list[Cell], episodes: int, protocol: Protocol, replan: int,
                 out: Path) -> tuple[list[str], float]:
     """RSS of this process (the worker side) and of the service over consecutive episodes."""
-    from pytest_libero.episode_files import EpisodeFiles
-    from pytest_libero.options import LiberoRun
-    from pytest_libero.policy import PolicySpec
-    from pytest_libero.records import RunDir
+    from pytest_libero.plugin.episode_files import EpisodeFiles
+    from pytest_libero.plugin.options import LiberoRun
+    from pytest_libero.core.policy import PolicySpec
+    from pytest_libero.results.records import RunDir
 
     run = LiberoRun(protocol=protocol, cells=tuple(cells), policy=PolicySpec("replay-benchmark"),
                     allow_source_mismatch=False, service_timeout_s=600, output_root=str(out), video="all")

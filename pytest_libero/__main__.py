@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (run_dir / "episodes").is_dir() and not (run_dir / "selection.json").is_file():
         parser.error(f"{run_dir} is not a pytest-libero run folder (no episodes/ or selection.json); "
                      "pass reports/<profile>/<run-id>")
-    from pytest_libero.summary import rebuild
+    from pytest_libero.results.summary import rebuild
 
     from pytest_libero.errors import LiberoError
 
@@ -53,7 +53,7 @@ def _print_counts(summary: dict[str, Any]) -> None:
 
 def _merge(out_dir: Path, run_dirs: list[Path]) -> int:
     from pytest_libero.errors import LiberoError
-    from pytest_libero.merge import merge
+    from pytest_libero.results.merge import merge
 
     try:
         summary = merge(out_dir, run_dirs)
@@ -84,8 +84,7 @@ def run_study_command(args: Any) -> int:
     from pytest_libero.errors import LiberoError
 
     if args.command == "schedule":
-        from pytest_libero import schedules
-
+        from pytest_libero.core import schedules
         if args.name is None:
             for name in schedules.names():
                 print(f"{name:<16}{schedules.load(name).title}")
@@ -96,7 +95,7 @@ def run_study_command(args: Any) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 0
-    from pytest_libero.compare import compare, render, write
+    from pytest_libero.results.compare import compare, render, write
 
     try:
         result = compare(args.run_a, args.run_b)

@@ -11,7 +11,7 @@ from typing import Any
 import imageio.v2 as imageio
 import jsonschema
 
-from pytest_libero.catalog import SCHEMA_DIR
+from pytest_libero.core.data import SCHEMA_DIR
 
 RECORD_SCHEMA = json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text())
 

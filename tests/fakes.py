@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.contract import CAMERAS, IMAGE_SHAPE
+from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE
 from pytest_libero.errors import EnvironmentFault
 
 

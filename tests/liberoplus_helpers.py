@@ -13,8 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_libero import liberoplus_catalog as lp
-
+from pytest_libero.benchmarks.libero_plus import catalog as lp
 # Variants the real-rollout tests run, with their category and difficulty in the real file.
 TRUE: dict[str, tuple[str, int | None]] = {
     "libero_plus-libero_spatial-v00609": ("Camera Viewpoints", 1),

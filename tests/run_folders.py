@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_libero.evidence import write_json_atomic
-from pytest_libero.protocol import Protocol
-from pytest_libero.records import RunDir, placeholder_record, run_manifest, write_record
+from pytest_libero.results.files import write_json_atomic
+from pytest_libero.core.protocol import Protocol
+from pytest_libero.results.records import RunDir, placeholder_record, run_manifest, write_record
 
 TERMINATION = {"success": "success", "failure": "truncation", "policy_error": "policy_error",
                "env_error": "env_error", "not_run": "not_run"}
@@ -14,7 +14,7 @@ TERMINATION = {"success": "success", "failure": "truncation", "policy_error": "p
 
 def full_protocol(schedule: str = "standard", seeds: tuple[int, ...] = (7,), scope: str = "task_coverage",
                   **changes: object) -> Protocol:
-    from pytest_libero.schedules import load
+    from pytest_libero.core.schedules import load
 
     controls, action = load(schedule).settling()
     return Protocol(scope=scope, budget="horizon", replan_interval=5, max_policy_calls=None, mode="full",

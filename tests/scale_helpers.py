@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fakes import fake_conftest
-from pytest_libero.evidence import is_temporary
+from pytest_libero.results.files import is_temporary
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
 CONFTEST = fake_conftest(success_at=13)

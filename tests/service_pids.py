@@ -16,5 +16,5 @@ def service_children() -> Iterator[int]:
                 cmd = f.read()
         except OSError:
             continue
-        if ppid == me and b"pytest_libero.server" in cmd:
+        if ppid == me and b"pytest_libero.runtime.server" in cmd:
             yield int(pid)

@@ -14,9 +14,10 @@ import pytest
 
 from fakes import fake_conftest
 from pytest_libero.adapters.robomemarena import RoboMemArenaPolicy, adapter_obs_keys
-from pytest_libero.contract import Counters, seal_observation
+from pytest_libero.core.contract import Counters, seal_observation
 from pytest_libero.errors import PolicyLoadError
-from pytest_libero.policy import PolicySpec, build_builtin, check_policy_object, check_spec, profile_of
+from pytest_libero.core.policy import PolicySpec, profile_of
+from pytest_libero.runtime.policies import build_builtin, check_policy_object, check_spec
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
 

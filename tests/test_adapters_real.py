@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_libero.catalog import Cell
-from pytest_libero.policy import PolicySpec, build_builtin, check_policy_object
-from pytest_libero.protocol import Protocol
-from pytest_libero.rollout import run_episode
-from pytest_libero.service import BenchService
+from pytest_libero.core.cells import Cell
+from pytest_libero.core.policy import PolicySpec
+from pytest_libero.runtime.policies import build_builtin, check_policy_object
+from pytest_libero.core.protocol import Protocol
+from pytest_libero.core.rollout import run_episode
+from pytest_libero.runtime.service import BenchService
 from test_adapters import EP_MODULE, ROBOMEMARENA_ADAPTER, install_fake_distribution
 
 pytestmark = pytest.mark.real_libero

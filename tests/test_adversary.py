@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_libero import catalog
-from pytest_libero.inventory import InstalledLibero
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.benchmarks.libero.inventory import InstalledLibero
 
 pytestmark = pytest.mark.real_libero
 ADVERSARY = (Path(__file__).parent / "adversary.py").read_text()
@@ -69,9 +69,9 @@ import json, sys
 import numpy as np
 sys.path.insert(0, {tests!r})
 from adversary import search
-from pytest_libero import catalog
-from pytest_libero.bench_libero import make_native_env, prepare_process_environment
-from pytest_libero.inventory import InstalledLibero
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.benchmarks.libero.service import make_native_env, prepare_process_environment
+from pytest_libero.benchmarks.libero.inventory import InstalledLibero
 import tempfile
 prepare_process_environment(tempfile.mkdtemp())
 entry = catalog.entry("libero_10", 0)

@@ -8,22 +8,23 @@ import shutil
 import jsonschema
 import pytest
 
-from pytest_libero import catalog, inventory
-from pytest_libero.catalog import Cell, parse_cell_id
+from pytest_libero.benchmarks.libero import catalog, inventory
+from pytest_libero.core.cells import Cell, parse_cell_id
 from pytest_libero.errors import InventoryMismatch
+from pytest_libero.core.data import CATALOG_DIR, SCHEMA_DIR
 
 
 @pytest.mark.parametrize("name", ["libero_catalog", "source_inventory"])
 def test_catalog_files_validate_against_their_schemas(name):
-    schema = json.loads((catalog.SCHEMA_DIR / f"{name}.schema.json").read_text())
+    schema = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
-    document = json.loads((catalog.CATALOG_DIR / f"{name}.json").read_text())
+    document = json.loads((CATALOG_DIR / f"{name}.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(document)
 
 
 def test_schema_rejects_a_broken_catalog():
-    schema = json.loads((catalog.SCHEMA_DIR / "libero_catalog.schema.json").read_text())
-    document = json.loads((catalog.CATALOG_DIR / "libero_catalog.json").read_text())
+    schema = json.loads((SCHEMA_DIR / "libero_catalog.schema.json").read_text())
+    document = json.loads((CATALOG_DIR / "libero_catalog.json").read_text())
     del document["entries"][3]["reference_horizon"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(document, schema)

@@ -14,8 +14,8 @@ from fakes import fake_conftest
 
 from evidence_helpers import records, run_dirs
 from pytest_libero.errors import EnvironmentFault
-from pytest_libero.options import default_episode_timeout_s
-from pytest_libero.service import BenchService
+from pytest_libero.plugin.options import default_episode_timeout_s
+from pytest_libero.runtime.service import BenchService
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
 CONFTEST = fake_conftest()
@@ -109,7 +109,7 @@ def test_a_failed_service_start_up_is_the_answer_to_every_request_not_a_dead_ser
     import threading
     from multiprocessing import Pipe
 
-    from pytest_libero.server import _answer
+    from pytest_libero.runtime.server import _answer
 
     worker, service = Pipe()
     thread = threading.Thread(target=_answer, args=(service, _FailingAdapter), daemon=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_libero.contract import (
+from pytest_libero.core.contract import (
     CAMERAS, IMAGE_SHAPE, Counters, images_from_native, seal_observation, state_from_native, validate_chunk,
 )
 from pytest_libero.errors import ActionError, EnvironmentFault

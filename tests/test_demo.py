@@ -20,9 +20,10 @@ import pytest
 from pytest_libero.adapters.demo import LOG_DIR, DemoPolicy
 from pytest_libero.adapters.replay import (LogReplayPolicy, ReplayLogError, ReplayMismatch, ReplayPolicy,
                                            fingerprint, load_log)
-from pytest_libero.catalog import Cell, entry
-from pytest_libero.contract import CAMERAS, STOP, Counters, seal_observation
-from pytest_libero.policy import BUILTIN_POLICIES
+from pytest_libero.core.cells import Cell
+from pytest_libero.benchmarks.libero.catalog import entry
+from pytest_libero.core.contract import CAMERAS, STOP, Counters, seal_observation
+from pytest_libero.runtime.policies import BUILTIN_POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CELLS = ("libero_10-t00-s00", "libero_10-t01-s00")
@@ -149,9 +150,9 @@ def test_demo_reaches_native_success_through_the_plugin_and_zero_fails_the_same_
 
 @pytest.mark.real_libero
 def test_replaying_the_log_on_init_state_1_is_a_policy_error():
-    from pytest_libero.protocol import Protocol
-    from pytest_libero.rollout import run_episode
-    from pytest_libero.service import BenchService
+    from pytest_libero.core.protocol import Protocol
+    from pytest_libero.core.rollout import run_episode
+    from pytest_libero.runtime.service import BenchService
 
     service = BenchService()
     try:

@@ -14,8 +14,8 @@ import pytest
 
 from fakes import fake_conftest
 from evidence_helpers import check_videos, html_rows, records, run_dirs
-from pytest_libero.evidence import is_temporary, write_json_atomic
-from pytest_libero.summary import wilson
+from pytest_libero.results.files import is_temporary, write_json_atomic
+from pytest_libero.core.statistics import wilson
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
 POLICY = """

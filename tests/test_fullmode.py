@@ -11,8 +11,9 @@ import pytest
 
 from fakes import fake_conftest
 from run_folders import full_protocol, write_run
-from pytest_libero import catalog
-from pytest_libero.catalog import Cell
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.core.cells import Cell
+from pytest_libero.core.cells import cell_id, parse_cell_id, parse_run_seed
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
 LOGGING_SERVICE = """
@@ -42,7 +43,7 @@ def test_full_plan_is_130_tasks_by_50_init_states_in_order(pytester):
 def test_default_full_schedule_is_the_four_standard_suites(pytester):
     ids = collected_ids(pytester, "--libero-mode", "full")
     assert len(ids) == 2000
-    assert {catalog.parse_cell_id(i)[0] for i in ids} == set(catalog.STANDARD_SUITES)  # type: ignore[index]
+    assert {parse_cell_id(i)[0] for i in ids} == set(catalog.STANDARD_SUITES)  # type: ignore[index]
     assert ids[:2] == ["libero_spatial-t00-s00", "libero_spatial-t00-s01"] and ids[-1] == "libero_10-t09-s49"
 
 
@@ -65,11 +66,11 @@ def test_libero_pro_suites_select_in_fast_and_full_mode(pytester):
 @pytest.mark.parametrize("suite", catalog.ALL_SUITES)
 def test_cell_ids_invert_for_every_suite_with_and_without_seed(suite):
     for cell in (Cell(suite, 3, 17), Cell(suite, 3, 17, seed=0, run_seed=9)):
-        assert catalog.parse_cell_id(cell.id) == (suite, 3, 17)
-        assert catalog.parse_run_seed(f"cases/test_libero.py::test_rollout[{cell.id}]") == cell.run_seed
+        assert parse_cell_id(cell.id) == (suite, 3, 17)
+        assert parse_run_seed(f"cases/test_libero.py::test_rollout[{cell.id}]") == cell.run_seed
     assert Cell(suite, 3, 17, run_seed=9).id == f"{suite}-t03-s17-seed9"
     # the id finder shared with LIBERO-plus keeps the seed part (accounting and records key on it)
-    assert catalog.cell_id_of(f"cases/test_libero.py::test_rollout[{suite}-t03-s17-seed9]") == f"{suite}-t03-s17-seed9"
+    assert cell_id(f"cases/test_libero.py::test_rollout[{suite}-t03-s17-seed9]") == f"{suite}-t03-s17-seed9"
 
 
 def test_libero_pro_catalog_has_the_16_suites_with_their_instructions():

@@ -8,8 +8,9 @@ import json
 import pytest
 
 from evidence_helpers import records, run_dirs
-from pytest_libero import catalog
-from pytest_libero.inventory import InstalledLibero, sha256_array, sha256_file
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.benchmarks.libero.inventory import InstalledLibero
+from pytest_libero.core.hashing import sha256_array, sha256_file
 
 pytestmark = pytest.mark.real_libero
 

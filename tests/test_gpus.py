@@ -12,9 +12,9 @@ import pytest
 from fakes import fake_conftest
 
 from evidence_helpers import records, run_dirs
-from pytest_libero import gpus
+from pytest_libero.runtime import gpus
 from pytest_libero.errors import EnvironmentFault
-from pytest_libero.gpus import Gpu, GpuAssignment, discover_gpus, egl_index_for
+from pytest_libero.runtime.gpus import Gpu, GpuAssignment, discover_gpus, egl_index_for
 
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_libero.catalog import Cell
+from pytest_libero.core.cells import Cell
 from pytest_libero.errors import PolicyLoadError
-from pytest_libero.isolation import ProcessPolicy
-from pytest_libero.policy import PolicySpec
-from pytest_libero.protocol import Protocol
-from pytest_libero.rollout import run_episode
+from pytest_libero.runtime.isolation import ProcessPolicy
+from pytest_libero.core.policy import PolicySpec
+from pytest_libero.core.protocol import Protocol
+from pytest_libero.core.rollout import run_episode
 
 from evidence_helpers import records, run_dirs
 from fakes import FakeService, fake_conftest

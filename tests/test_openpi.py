@@ -23,7 +23,7 @@ from websockets.sync.server import ServerConnection, serve
 
 from fakes import blank_images, fake_conftest
 from pytest_libero.adapters.openpi import OpenPIPolicy, pack, resize_with_pad, unpack
-from pytest_libero.contract import Counters, seal_observation
+from pytest_libero.core.contract import Counters, seal_observation
 from pytest_libero.errors import PolicyServerError
 
 GOOD = np.full((10, 7), 0.1, dtype=np.float32)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_libero.catalog import Cell
-from pytest_libero.options import parse_task_ids, select_cells
-from pytest_libero.policy import PolicySpec, check_spec, parse_policy_kwargs
-from pytest_libero.protocol import Protocol
+from pytest_libero.core.cells import Cell
+from pytest_libero.plugin.options import parse_task_ids, select_cells
+from pytest_libero.core.policy import PolicySpec, parse_policy_kwargs
+from pytest_libero.runtime.policies import check_spec
+from pytest_libero.core.protocol import Protocol
 
 
 @pytest.mark.parametrize("scope, suite, ids, expected", [

@@ -16,7 +16,7 @@ def test_wheel_ships_catalog_cases_adapters_and_entry_point(tmp_path):
     (wheel,) = tmp_path.glob("pytest_libero-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in (
-        "pytest_libero/plugin.py", "pytest_libero/server.py",
+        "pytest_libero/plugin/__init__.py", "pytest_libero/runtime/server.py",
         "pytest_libero/catalog_data/libero_catalog.json", "pytest_libero/catalog_data/source_inventory.json",
         "pytest_libero/catalog_data/schemas/libero_catalog.schema.json",
         "pytest_libero/catalog_data/schemas/source_inventory.schema.json",

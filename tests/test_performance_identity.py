@@ -16,8 +16,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from pytest_libero.evidence import images_digest
-from pytest_libero.reference import native_rollout, state_digest
+from pytest_libero.core.hashing import images_digest
+from pytest_libero.benchmarks.libero.reference import native_rollout, state_digest
 
 pytestmark = pytest.mark.real_libero
 K = 5
@@ -31,7 +31,7 @@ def sequences(seed: int, count: int, chunks: int) -> list[list[np.ndarray]]:
 
 def kept_env_episode(cache, suite, task, init, chunks, reuse=True):
     """The service's episode code, in this process, tracing the state after every control."""
-    from pytest_libero.bench_libero import LiberoEpisode
+    from pytest_libero.benchmarks.libero.service import LiberoEpisode
 
     episode = LiberoEpisode({"suite": suite, "task_index": task, "init_index": init, "seed": 20260907},
                             control_cap=10**6, settle_controls=10, allow_mismatch=False, cache=cache, reuse_env=reuse)
@@ -55,7 +55,7 @@ def kept_env_episode(cache, suite, task, init, chunks, reuse=True):
 
 @pytest.mark.parametrize("suite, task", [("libero_10", 0), ("libero_goal", 0)])
 def test_kept_environment_is_bit_identical_to_a_fresh_one(suite, task):
-    from pytest_libero.bench_libero import EnvCache, prepare_process_environment
+    from pytest_libero.benchmarks.libero.service import EnvCache, prepare_process_environment
 
     prepare_process_environment(tempfile.mkdtemp(prefix="pytest-libero-test-"))
     seq_a, seq_b = sequences(seed=task + 11, count=2, chunks=3)
@@ -78,7 +78,7 @@ def test_kept_environment_is_bit_identical_to_a_fresh_one(suite, task):
 
 def test_lean_first_reset_of_a_fresh_environment_is_bit_identical():
     """Without reuse every episode builds anew; its first reset reuses the constructor's model."""
-    from pytest_libero.bench_libero import EnvCache, prepare_process_environment
+    from pytest_libero.benchmarks.libero.service import EnvCache, prepare_process_environment
 
     prepare_process_environment(tempfile.mkdtemp(prefix="pytest-libero-test-"))
     (seq,) = sequences(seed=5, count=1, chunks=3)
@@ -98,7 +98,7 @@ def test_lean_first_reset_of_a_fresh_environment_is_bit_identical():
 
 
 def test_the_lean_reset_switch_is_read_from_the_environment(monkeypatch):
-    from pytest_libero.bench_libero import LEAN_RESET_ENV, EnvCache
+    from pytest_libero.benchmarks.libero.service import LEAN_RESET_ENV, EnvCache
 
     monkeypatch.setenv(LEAN_RESET_ENV, "0")
     assert EnvCache().lean_reset is False and EnvCache(lean_reset=True).lean_reset is True
@@ -111,10 +111,10 @@ def test_the_lean_reset_switch_is_read_from_the_environment(monkeypatch):
 
 def test_the_service_is_recycled_between_episodes_once_its_memory_grows():
     from pytest_libero.adapters.builtin import ZeroPolicy
-    from pytest_libero.catalog import Cell
-    from pytest_libero.protocol import Protocol
-    from pytest_libero.rollout import run_episode
-    from pytest_libero.service import BenchService
+    from pytest_libero.core.cells import Cell
+    from pytest_libero.core.protocol import Protocol
+    from pytest_libero.core.rollout import run_episode
+    from pytest_libero.runtime.service import BenchService
 
     protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=1)
     service = BenchService(max_rss_mib=1.0)  # any size at all: recycle after every episode

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from fakes import fake_conftest
-from pytest_libero import catalog
-
+from pytest_libero.benchmarks.libero import catalog
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
 
 

@@ -10,11 +10,11 @@ import pytest
 
 from evidence_helpers import check_videos, records, run_dirs
 
-from pytest_libero.catalog import Cell
-from pytest_libero.protocol import Protocol
-from pytest_libero.reference import ReplayPolicy, native_rollout
-from pytest_libero.rollout import run_episode
-from pytest_libero.service import BenchService
+from pytest_libero.core.cells import Cell
+from pytest_libero.core.protocol import Protocol
+from pytest_libero.benchmarks.libero.reference import ReplayPolicy, native_rollout
+from pytest_libero.core.rollout import run_episode
+from pytest_libero.runtime.service import BenchService
 
 pytestmark = pytest.mark.real_libero
 

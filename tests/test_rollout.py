@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from fakes import FakeService
-from pytest_libero.catalog import Cell
-from pytest_libero.contract import STOP
+from pytest_libero.core.cells import Cell
+from pytest_libero.core.contract import STOP
 from pytest_libero.errors import EnvironmentFault
-from pytest_libero.protocol import Protocol
-from pytest_libero.rollout import run_episode
+from pytest_libero.core.protocol import Protocol
+from pytest_libero.core.rollout import run_episode
 
 CELL = Cell("libero_10", 0)
 HOLD = [0.0] * 6 + [-1.0]

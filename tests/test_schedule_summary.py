@@ -8,10 +8,10 @@ import math
 import pytest
 
 from run_folders import full_protocol, write_run
-from pytest_libero import catalog
-from pytest_libero.inventory import check_installation
-from pytest_libero.schedule_summary import lines
-from pytest_libero.summary import build_summary, rebuild
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.benchmarks.libero.inventory import check_installation
+from pytest_libero.results.schedule_summary import lines
+from pytest_libero.results.summary import build_summary, rebuild
 
 
 def test_seeds_are_reported_each_and_as_mean_with_spread(tmp_path):
@@ -39,7 +39,7 @@ def test_schedule_line_says_full_partial_or_fast(tmp_path):
     partial = build_summary(write_run(tmp_path / "b", full_protocol("openpi", init_states=(0,)),
                                       {"libero_10-t00-s00": "success"}))
     assert "partial: init states 0 only, not the full schedule" in partial["schedule"]["text"]
-    from pytest_libero.protocol import Protocol
+    from pytest_libero.core.protocol import Protocol
 
     fast = build_summary(write_run(tmp_path / "c", Protocol("default", "horizon", 5, None),
                                    {"libero_10-t00-s00": "success"}))

@@ -14,9 +14,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pytest_libero import catalog, schedules
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.core import schedules
 from pytest_libero.__main__ import main
-from pytest_libero.protocol import Protocol
+from pytest_libero.core.protocol import Protocol
+from pytest_libero.core.data import SCHEMA_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 OPEN_NOOP = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
@@ -32,7 +34,7 @@ FACTS = {
 }
 CAP_ORDER = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 TASKS = {"libero_spatial": 10, "libero_object": 10, "libero_goal": 10, "libero_10": 10, "libero_90": 90}
-SCHEMA = json.loads((catalog.SCHEMA_DIR / "schedule.schema.json").read_text())
+SCHEMA = json.loads((SCHEMA_DIR / "schedule.schema.json").read_text())
 
 
 def test_the_catalog_holds_exactly_the_five_schedules():
@@ -136,7 +138,7 @@ def test_fast_mode_identity_is_unchanged_by_schedules():
     ("openpi", (7,), "libero_goal-t01-s04", 7),
 ])
 def test_records_of_episodes_that_never_ran_carry_the_schedule_env_seed(schedule, seeds, cell, expected):
-    from pytest_libero.records import placeholder_record
+    from pytest_libero.results.records import placeholder_record
 
     protocol = Protocol("default", "horizon", 5, None, mode="full", schedule=schedule, seeds=seeds)
     record = placeholder_record(cell, "not_run", "never ran", protocol=protocol.as_dict(), identity=protocol.identity,

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from evidence_helpers import check_videos, records, run_dirs
-from pytest_libero.shards import Shard, resolve_shard
+from pytest_libero.core.shards import Shard, resolve_shard
 from scale_helpers import comparable, run, setup_project, summary_core
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_libero.evidence import VideoWriter
+from pytest_libero.results.files import VideoWriter
 
 
 def frames(count):

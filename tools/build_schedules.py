@@ -15,8 +15,8 @@ import json
 import sys
 from typing import Any
 
-from pytest_libero import catalog
-from pytest_libero.schedules import SCHEDULE_DIR
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.core.schedules import SCHEDULE_DIR
 
 OUT = SCHEDULE_DIR
 GRIPPER_OPEN_NOOP = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]

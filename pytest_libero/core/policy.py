@@ -1,0 +1,66 @@
+"""The policy seam: the `Policy` protocol, the frozen `PolicySpec` and the recorded profile.
+
+How a spec becomes a policy object is pytest_libero.runtime.policies.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pytest_libero.core.contract import Observation, Stop
+
+ActionChunk = Any  # array-like of shape (7,) or (n, 7); validated by contract.validate_chunk
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """What the harness calls. Built once per worker; reset once per episode."""
+
+    def reset(self, language: str) -> None:
+        """Start a new episode of the task described by `language`."""
+
+    def act(self, observation: Observation) -> ActionChunk | Stop:
+        """Return an action chunk (n, 7) in [-1, 1], a single (7,) action, or STOP."""
+
+    def close(self) -> None:
+        """Release resources at the end of the worker's session."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """Enough to rebuild the policy: a registered name or `path/to/file.py:factory`, and kwargs."""
+
+    name: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_file(self) -> bool:
+        return ".py:" in self.name
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kwargs": self.kwargs}
+
+
+def parse_policy_kwargs(text: str | None) -> dict[str, Any]:
+    """Parse --libero-policy-kwargs; raise ValueError with the fix on bad input."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"--libero-policy-kwargs {text!r} is not valid JSON ({exc}); "
+                         "pass an object such as '{\"seed\": 3}'") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--libero-policy-kwargs {text!r} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def profile_of(policy: Any, spec: PolicySpec) -> dict[str, Any]:
+    """The model profile recorded on every result. Adapters may define `profile` (a dict)."""
+    declared = getattr(policy, "profile", None)
+    profile = dict(declared) if isinstance(declared, dict) else {}
+    profile.setdefault("kind", "capability")
+    profile["spec"] = spec.as_dict()
+    return profile

@@ -1,0 +1,140 @@
+"""The frozen evaluation protocol: every setting that makes two runs comparable, and its hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from pytest_libero.core.cells import FAST_SEED
+from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION
+
+# Per-suite reference control caps and where each number comes from (PROTOCOL.md). Part of every
+# protocol identity. A perturbed suite named `<suite>_<perturbation>` (LIBERO-PRO) has its base
+# suite's horizon.
+REFERENCE_HORIZONS: dict[str, tuple[int, str]] = {
+    "libero_spatial": (220, "OpenVLA/openpi/StarVLA LIBERO evaluators (LeRobot uses 280)"),
+    "libero_object": (280, "OpenVLA/openpi/StarVLA LIBERO evaluators"),
+    "libero_goal": (300, "OpenVLA/openpi/StarVLA LIBERO evaluators"),
+    "libero_90": (400, "OpenVLA/openpi/StarVLA LIBERO evaluators"),
+    "libero_10": (520, "retained StarVLA evaluator (LIBERO lifelong config uses 600; "
+                       "generic simulator horizon 1000)"),
+}
+
+
+def reference_horizon(suite: str) -> tuple[int, str]:
+    """(cap, source) of a suite, or of the suite a perturbed `<suite>_<perturbation>` copies."""
+    if suite in REFERENCE_HORIZONS:
+        return REFERENCE_HORIZONS[suite]
+    base = suite.rsplit("_", 1)[0]
+    if base in REFERENCE_HORIZONS:
+        return REFERENCE_HORIZONS[base]
+    raise KeyError(f"no reference horizon for suite {suite!r}; use --libero-budget decisions")
+SETTLE_CONTROLS = 10
+DEFAULT_REPLAN_INTERVAL = 5  # openpi's LIBERO example executes 5 actions per chunk
+DEFAULT_MAX_POLICY_CALLS = 200  # the common explicit decisions track: D=200, K=5
+
+BudgetMode = Literal["horizon", "decisions"]
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """Protocol settings of a run. `identity` hashes all of them; runs compare only when equal."""
+
+    scope: str
+    budget: BudgetMode
+    replan_interval: int
+    max_policy_calls: int | None  # decisions budget only
+    mode: str = "fast"
+    init_index: int = 0
+    task_order_index: int = 0
+    seed: int = FAST_SEED
+    settle_controls: int = SETTLE_CONTROLS
+    settle_action: tuple[float, ...] = SETTLE_ACTION
+    cameras: tuple[str, ...] = CAMERAS
+    image_shape: tuple[int, ...] = IMAGE_SHAPE
+    camera_transform: str = "image[::-1, ::-1]"
+    track: str = "rgb"
+    # Full mode (pytest_libero.core.schedules): the schedule's name, the run seeds it repeats over and,
+    # when only some of its init states run, which. None in fast mode.
+    schedule: str | None = None
+    seeds: tuple[int, ...] | None = None
+    init_states: tuple[int, ...] | None = None
+    # The benchmark adapter and its protocol settings; left out of as_dict for libero, so that
+    # LIBERO identities are unchanged (pytest_libero.benchmarks.protocol_fields).
+    benchmark: str = "libero"
+    benchmark_options: tuple[tuple[str, Any], ...] = ()
+
+    def control_cap(self, suite: str) -> int:
+        if self.budget == "decisions":
+            assert self.max_policy_calls is not None
+            return self.max_policy_calls * self.replan_interval
+        if self.schedule is not None:
+            return _schedule(self.schedule).plan(suite).cap
+        return reference_horizon(suite)[0]
+
+    def cap_source(self, suite: str) -> str:
+        if self.budget == "decisions":
+            return f"decisions budget D={self.max_policy_calls} x K={self.replan_interval}"
+        if self.schedule is not None:
+            plan = _schedule(self.schedule).plan(suite)
+            return f"schedule {self.schedule} cap {plan.cap}: {plan.cap_source}"
+        horizon, source = reference_horizon(suite)
+        return f"reference horizon {horizon}: {source}"
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.benchmark == "libero" and not self.benchmark_options:
+            del data["benchmark"], data["benchmark_options"]
+        else:
+            data["benchmark_options"] = dict(self.benchmark_options)
+        data["horizons"] = {s: list(v) for s, v in REFERENCE_HORIZONS.items()}
+        if self.schedule is None:
+            # Fast mode keeps the settings (and so the identities) it had before schedules existed.
+            for key in ("schedule", "seeds", "init_states"):
+                del data[key]
+        else:
+            # A schedule fixes init states and seeds per episode: the fast-mode single values go.
+            del data["init_index"], data["seed"]
+            data["schedule"] = _schedule(self.schedule).identity()
+        return data
+
+    def describe_schedule(self) -> str:
+        """Which schedule produced the results, in words (summaries, headers)."""
+        if self.schedule is None:
+            return f"fast mode: init state {self.init_index}, seed {self.seed}, reference horizons"
+        seeds = ",".join(map(str, self.seeds or ()))
+        subset = "" if self.init_states is None else f", init states {','.join(map(str, self.init_states))} only"
+        return f"full mode: schedule {self.schedule}, seeds {seeds}{subset}"
+
+    @property
+    def identity(self) -> str:
+        text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _schedule(name: str) -> Any:
+    from pytest_libero.core.schedules import load
+
+    return load(name)
+
+
+def setting_differences(a: Any, b: Any, where_a: str, where_b: str, prefix: str = "") -> list[str]:
+    """Dotted names of the settings that differ between two protocol (or policy) dicts, with both
+    values, e.g. `budget: 'horizon' in RUN_A, 'decisions' in RUN_B` (resume and compare refusals)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        found: list[str] = []
+        for key in sorted(set(a) | set(b)):
+            found.extend(setting_differences(a.get(key), b.get(key), where_a, where_b, f"{prefix}{key}."))
+        return found
+    return [] if a == b else [f"{prefix.rstrip('.')}: {_short(a)} {where_a}, {_short(b)} {where_b}"]
+
+
+def _short(value: Any) -> str:
+    """A value for a refusal message: a schedule by its name, anything long cut short."""
+    if isinstance(value, dict) and "name" in value and "sha256" in value:
+        return f"schedule {value['name']!r} (sha256 {str(value['sha256'])[:16]})"
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+

@@ -1,0 +1,254 @@
+"""The rollout engine: one episode of a policy against a bench service. No pytest here.
+
+`run_episode` returns an `EpisodeResult` for every ending the policy can cause (success,
+truncation, voluntary stop, policy fault) and raises `EnvironmentFault` for the ones it cannot
+(simulator or harness failure), with the partial result attached as `exc.partial`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Protocol
+
+import numpy as np
+
+from pytest_libero.core.cells import Cell
+from pytest_libero.core.contract import STOP, Counters, seal_observation, validate_chunk
+from pytest_libero.errors import ActionError, EnvironmentFault, PolicyFault
+from pytest_libero.core.hashing import image_hashes
+from pytest_libero.core.protocol import Protocol as EvalProtocol
+
+Outcome = Literal["success", "failure", "policy_error", "env_error"]
+FrameSink = Callable[[Any, bool], None]  # (images, is_first_success_frame)
+Termination = Literal["success", "truncation", "policy_stop", "policy_error", "env_error"]
+
+
+class Service(Protocol):
+    """What the engine needs of a bench service (pytest_libero.runtime.service.BenchService)."""
+
+    def start(self, payload: dict[str, Any]) -> dict[str, Any]: ...
+
+    def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]: ...
+
+    def finish(self, final_frame: bool = False) -> dict[str, Any]: ...
+
+
+@dataclass
+class EpisodeResult:
+    """The outcome and accounting of one episode, as plain data."""
+
+    cell_id: str
+    suite: str
+    task_index: int
+    init_index: int
+    seed: int
+    language: str = ""
+    outcome: Outcome = "env_error"
+    termination: Termination = "env_error"
+    message: str = ""
+    policy_calls: int = 0
+    action_decisions: int = 0
+    executed_controls: int = 0
+    settling_controls: int = 0
+    control_cap: int = 0
+    cap_source: str = ""
+    max_policy_calls: int | None = None
+    replan_interval: int = 0
+    first_success_control: int | None = None
+    first_success_policy_call: int | None = None
+    observations: list[dict[str, Any]] = field(default_factory=list)
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    timing: dict[str, float] = field(default_factory=dict)
+    private: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    protocol_identity: str = ""
+
+    def counters_text(self) -> str:
+        return (f"{self.policy_calls} policy calls, {self.action_decisions} action decisions, "
+                f"{self.executed_controls} executed controls, {self.settling_controls} settling controls "
+                f"(cap {self.control_cap}: {self.cap_source})")
+
+
+class PolicyDeadline(PolicyFault):
+    """The episode deadline passed inside an in-process policy call (it was interrupted)."""
+
+
+@contextlib.contextmanager
+def _policy_deadline(deadline: float | None, enabled: bool) -> Any:
+    """Interrupt a policy call still running at `deadline` (SIGALRM; main thread of POSIX only).
+
+    An in-process call cannot be killed, only interrupted: this ends a policy that sleeps, waits
+    on a socket or loops in Python; a hang inside C code that holds the GIL needs
+    --libero-policy-isolation process, whose per-call deadline kills the policy's process.
+    """
+    if deadline is None or not enabled or threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "setitimer"):
+        yield
+        return
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise PolicyDeadline("the episode deadline (--libero-episode-timeout) passed before the policy call")
+
+    def expire(signum: int, frame: Any) -> None:
+        raise PolicyDeadline("the episode deadline (--libero-episode-timeout) passed inside the policy call")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, left)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol,
+                allow_source_mismatch: bool = False, on_frame: FrameSink | None = None,
+                deadline_s: float | None = None, interrupt_policy: bool = True,
+                video_rate: str = "delivered", reuse_env: bool = True) -> EpisodeResult:
+    """Run one episode of `policy` on `cell` under `protocol`.
+
+    Every delivered observation is hashed into `result.observations`. With `on_frame`, video
+    frames are passed on: at video_rate "delivered", each delivered observation and a final
+    frame rendered when the episode ends; at "control", the first observation and then every
+    executed control's render. `reuse_env` lets the service keep its environment between
+    episodes of one task (bit-identical; see bench_libero.EnvCache).
+
+    `deadline_s` bounds the whole episode: every service request gets at most the time left (a
+    service that needs longer is killed: env_error), and with `interrupt_policy` an in-process
+    policy call still running at the deadline is interrupted (policy_error).
+    """
+    deadline = None if deadline_s is None else time.monotonic() + deadline_s
+    # A service may not support deadlines (test doubles); BenchService does.
+    set_deadline = getattr(service, "set_deadline", None)
+    if set_deadline is not None:
+        set_deadline(deadline)
+    try:
+        return _run(service, policy, cell, protocol, allow_source_mismatch, on_frame, deadline, interrupt_policy,
+                    video_rate, reuse_env)
+    finally:
+        if set_deadline is not None:
+            set_deadline(None)
+
+
+def _run(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol, allow_source_mismatch: bool,
+         on_frame: FrameSink | None, deadline: float | None, interrupt_policy: bool, video_rate: str,
+         reuse_env: bool) -> EpisodeResult:
+    every_control = on_frame is not None and video_rate == "control"
+    result = EpisodeResult(
+        cell_id=cell.id, suite=cell.suite, task_index=cell.task_index, init_index=cell.init_index,
+        seed=cell.seed, control_cap=protocol.control_cap(cell.suite), cap_source=protocol.cap_source(cell.suite),
+        max_policy_calls=protocol.max_policy_calls if protocol.budget == "decisions" else None,
+        replan_interval=protocol.replan_interval, protocol_identity=protocol.identity,
+    )
+    policy_s = 0.0
+    try:
+        started = service.start({
+            "cell": {"suite": cell.suite, "task_index": cell.task_index, "init_index": cell.init_index,
+                     "seed": cell.seed},
+            "control_cap": result.control_cap, "settle_controls": protocol.settle_controls,
+            "settle_action": list(protocol.settle_action),
+            "allow_mismatch": allow_source_mismatch, "track": protocol.track, "reuse_env": reuse_env,
+            # Another benchmark adapter's protocol options (none for libero).
+            **({"options": dict(protocol.benchmark_options)} if protocol.benchmark != "libero" else {}),
+        })
+        result.language = started["language"]
+        result.settling_controls = started["settling_controls"]
+        images, state = started["observation"], started.get("state")
+        try:
+            with _policy_deadline(deadline, interrupt_policy):
+                policy.reset(result.language)
+        except EnvironmentFault:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any other adapter exception is a policy fault
+            _policy_fault(result, f"policy.reset raised {type(exc).__name__}: {exc}", exc)
+            images = None
+        while images is not None:
+            counters = Counters(result.policy_calls, result.action_decisions, result.executed_controls)
+            observation = seal_observation(result.language, images, counters, state, protocol.track)
+            if on_frame is not None and not (every_control and result.policy_calls > 0):
+                on_frame(observation.images, False)
+            result.policy_calls += 1
+            result.observations.append({"policy_call": result.policy_calls,
+                                        "executed_controls": result.executed_controls,
+                                        "sha256": image_hashes(observation.images)})
+            if observation.state is not None:
+                result.observations[-1]["state"] = observation.state.tolist()
+            tick = time.perf_counter()
+            try:
+                with _policy_deadline(deadline, interrupt_policy):
+                    raw = policy.act(observation)
+            except EnvironmentFault:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                _policy_fault(result, f"policy.act raised {type(exc).__name__}: {exc}", exc)
+                break
+            finally:
+                policy_s += time.perf_counter() - tick
+            if raw is STOP:
+                result.chunks.append({"policy_call": result.policy_calls, "stop": True})
+                result.outcome, result.termination = "failure", "policy_stop"
+                result.message = f"policy returned STOP before native success: {result.counters_text()}"
+                break
+            try:
+                chunk = validate_chunk(raw)
+            except ActionError as exc:
+                result.chunks.append({"policy_call": result.policy_calls, "invalid": _describe_raw(raw),
+                                      "executed": 0})
+                _policy_fault(result, f"invalid action at policy call {result.policy_calls}: {exc}", None)
+                break
+            result.action_decisions += 1
+            prefix = chunk[: protocol.replan_interval]
+            last_call = result.max_policy_calls is not None and result.policy_calls >= result.max_policy_calls
+            step = service.submit(prefix, deliver=not last_call, frames=every_control)
+            for index, frame in enumerate(step.get("frames") or ()):
+                assert on_frame is not None
+                on_frame(frame, step["success"] and index == len(step["frames"]) - 1)
+            result.executed_controls = step["executed_total"]
+            result.chunks.append({"policy_call": result.policy_calls, "returned": chunk.tolist(),
+                                  "dtype": str(np.asarray(raw).dtype), "executed": step["executed"]})
+            if step["success"]:
+                result.first_success_control = result.executed_controls
+                result.first_success_policy_call = result.policy_calls
+                result.outcome, result.termination = "success", "success"
+                result.message = f"native success at control {result.executed_controls}: {result.counters_text()}"
+                break
+            if step["truncated"] or last_call:
+                result.outcome, result.termination = "failure", "truncation"
+                result.message = f"no native success within the cap: {result.counters_text()}"
+                break
+            images, state = step["observation"], step.get("state")
+        result.private = service.finish(final_frame=on_frame is not None and not every_control)
+        final_frame = result.private.pop("final_frame", None)
+        if on_frame is not None and final_frame is not None:
+            on_frame(final_frame, result.outcome == "success")
+        if result.private.get("first_success_control") != result.first_success_control:
+            raise EnvironmentFault("service and engine disagree on the first-success control")
+        result.timing = dict(result.private.pop("timing", {}), policy_s=policy_s)
+    except EnvironmentFault as exc:
+        result.outcome = result.termination = "env_error"
+        result.message = str(exc).split("\n", 1)[0]
+        result.error = traceback.format_exc()
+        result.timing["policy_s"] = policy_s
+        exc.partial = result  # type: ignore[attr-defined]
+        raise
+    return result
+
+
+def _policy_fault(result: EpisodeResult, message: str, exc: BaseException | None) -> None:
+    result.outcome, result.termination = "policy_error", "policy_error"
+    result.message = f"{message} ({result.counters_text()})"
+    if exc is not None:
+        result.error = "".join(traceback.format_exception(exc))
+
+
+def _describe_raw(raw: Any) -> dict[str, Any]:
+    """What an invalid return value was, without trusting it to serialize."""
+    shape = getattr(raw, "shape", None)
+    return {"type": type(raw).__name__, "dtype": str(getattr(raw, "dtype", "")) or None,
+            "shape": list(shape) if isinstance(shape, tuple) else None, "repr": repr(raw)[:300]}

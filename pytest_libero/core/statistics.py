@@ -1,0 +1,104 @@
+"""Statistics of success rates: Wilson score intervals, McNemar's exact test, and Newcombe's
+paired-difference interval (method 10; Newcombe, Statistics in Medicine 17:2635-2650, 1998).
+
+scipy provides the binomial test and the Wilson limits; Newcombe's method 10 is written here
+because no maintained library offers it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+def wilson(successes: int, trials: int) -> dict[str, Any]:
+    """Rate with a 95% Wilson score interval (scipy's implementation)."""
+    if trials == 0:
+        return {"rate": None, "ci95": None, "successes": 0, "trials": 0}
+    from scipy.stats import binomtest
+
+    interval = binomtest(successes, trials).proportion_ci(confidence_level=0.95, method="wilson")
+    return {"rate": successes / trials, "ci95": [float(interval.low), float(interval.high)],
+            "successes": successes, "trials": trials}
+
+
+ALPHA = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """Paired outcomes: both succeeded, only A, only B, neither."""
+
+    both: int
+    only_a: int
+    only_b: int
+    neither: int
+
+    @property
+    def n(self) -> int:
+        return self.both + self.only_a + self.only_b + self.neither
+
+    @property
+    def discordant(self) -> int:
+        return self.only_a + self.only_b
+
+
+def mcnemar_exact_p(paired: Paired) -> float:
+    """Two-sided exact McNemar p-value: binomial test of the discordant pairs against 1/2."""
+    if paired.discordant == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(paired.only_b, paired.discordant, 0.5).pvalue)
+
+
+def min_discordant_for_significance(alpha: float = ALPHA) -> int:
+    """Fewest discordant pairs with which the two-sided exact test can reach p < alpha.
+
+    The smallest p-value k discordant pairs allow (all on one side) is 2 * 0.5**k.
+    """
+    k = 1
+    while 2 * 0.5**k >= alpha:
+        k += 1
+    return k
+
+
+def newcombe_paired_ci(paired: Paired) -> tuple[float, float]:
+    """95% CI of rate_B - rate_A by Newcombe's method 10 (score interval for paired proportions)."""
+    e, f, g, h, n = paired.both, paired.only_b, paired.only_a, paired.neither, paired.n
+    # In Newcombe's notation p1 is B's rate and p2 A's, so the interval is for B - A.
+    p1, p2 = (e + f) / n, (e + g) / n
+    l1, u1 = wilson(e + f, n)["ci95"]  # n > 0: analyse pairs at least one cell
+    l2, u2 = wilson(e + g, n)["ci95"]
+    denominator = (e + f) * (g + h) * (e + g) * (f + h)
+    phi = 0.0
+    if denominator > 0:
+        cross = e * h - f * g
+        # Newcombe's correction of the phi coefficient: shrink a positive association by n/2.
+        corrected = cross - n / 2 if cross > n / 2 else (cross if cross < 0 else 0.0)
+        phi = corrected / math.sqrt(denominator)
+    difference = p1 - p2
+    delta = math.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
+    epsilon = math.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0))
+    return max(-1.0, difference - delta), min(1.0, difference + epsilon)
+
+
+def verdict(paired: Paired, p_value: float, alpha: float = ALPHA) -> str:
+    if paired.discordant < min_discordant_for_significance(alpha):
+        return "underpowered"
+    if p_value < alpha:
+        return "better" if paired.only_b > paired.only_a else "worse"
+    return "no detectable difference"
+
+
+def analyse(paired: Paired) -> dict[str, Any]:
+    """The row of one group: table, rates, difference B - A with its CI, McNemar p, verdict."""
+    if paired.n == 0:
+        return {"pairs": 0, "verdict": "no common cells"}
+    p_value = mcnemar_exact_p(paired)
+    low, high = newcombe_paired_ci(paired)
+    return {"pairs": paired.n, "both": paired.both, "only_a": paired.only_a, "only_b": paired.only_b,
+            "neither": paired.neither, "rate_a": (paired.both + paired.only_a) / paired.n,
+            "rate_b": (paired.both + paired.only_b) / paired.n,
+            "difference": (paired.only_b - paired.only_a) / paired.n, "ci95": [low, high],
+            "mcnemar_exact_p": p_value, "verdict": verdict(paired, p_value)}

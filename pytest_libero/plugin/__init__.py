@@ -1,0 +1,292 @@
+"""The pytest11 entry point: options, collection of cells, fixtures, and report plumbing.
+
+Imports nothing heavy: no simulator module is imported on collection or on the controller.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Generator, Iterator
+
+import pytest
+
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.core.cells import Cell
+from pytest_libero.errors import EnvironmentFault, InventoryMismatch, PolicyLoadError
+from pytest_libero.plugin.options import LiberoRun, addoptions, build_run, is_libero_run
+from pytest_libero.results.records import RunDir, new_run_id, profile_slug
+
+RUN_KEY = pytest.StashKey[LiberoRun]()
+RUN_DIR_KEY = pytest.StashKey[RunDir]()
+RESULT_KEY = pytest.StashKey[Any]()
+RESUMED_KEY = pytest.StashKey[frozenset[str]]()  # cells whose records a resumed run keeps
+
+
+class LiberoSourceWarning(UserWarning):
+    """Installed LIBERO files differ from the frozen inventory and the user chose to run anyway."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    addoptions(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_libero.plugin import hookspecs
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_libero_make_policy(config: pytest.Config, spec: Any) -> Any:
+    from pytest_libero.runtime.policies import build_builtin
+
+    return build_builtin(spec)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for suite in catalog.ALL_SUITES:
+        config.addinivalue_line("markers", f"{suite}: LIBERO cells of suite {suite}")
+    run = config.stash[RUN_KEY] = build_run(config)
+    if run.plus is not None:
+        from pytest_libero.benchmarks.libero_plus.catalog import use_classification
+
+        use_classification(run.plus.classification)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "libero_run_dir" in workerinput:
+        config.stash[RUN_DIR_KEY] = RunDir(Path(workerinput["libero_run_dir"]))
+        config.stash[RESUMED_KEY] = frozenset(workerinput.get("libero_resumed", ()))
+    else:
+        _configure_controller_run(config, run)
+    if workerinput is not None:
+        from pytest_libero.runtime.gpus import pin_worker
+
+        # Before collection and before the policy fixture imports anything that grabs a GPU.
+        pin_worker(workerinput.get("libero_gpu"))
+    if is_libero_run(config) and config.args_source != pytest.Config.ArgsSource.ARGS:
+        # No paths given: run the bundled evaluation cases (this works the same in this
+        # checkout and when pytest-libero is pip-installed into another project).
+        spec = importlib.util.find_spec("pytest_libero.cases")
+        assert spec is not None and spec.submodule_search_locations
+        config.args[:] = [list(spec.submodule_search_locations)[0]]
+    if workerinput is None:
+        from pytest_libero.plugin.accounting import Accounting
+
+        accounting = Accounting(config, config.stash[RUN_DIR_KEY])
+        config.pluginmanager.register(accounting, "libero-accounting")
+        if config.pluginmanager.hasplugin("html"):
+            from pytest_libero.plugin.html_report import HtmlReport
+
+            config.pluginmanager.register(HtmlReport(accounting), "libero-html")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    run = config.stash[RUN_KEY]
+    p = run.protocol
+    budget = (f"decisions D={p.max_policy_calls} K={p.replan_interval}" if p.budget == "decisions"
+              else f"horizon (per-suite reference), K={p.replan_interval}")
+    shard = f" (shard {run.shard.index}/{run.shard.count} from {run.shard.source})" if run.shard else ""
+    mode = f", {p.describe_schedule()}" if p.schedule is not None else ""
+    bench = f"benchmark {run.benchmark}, " if run.benchmark != "libero" else ""
+    return (f"libero: {bench}scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
+            f"budget {budget}, track {p.track}{mode}, protocol {p.identity}")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "libero_cell" not in metafunc.fixturenames:
+        return
+    run = metafunc.config.stash[RUN_KEY]
+    metafunc.parametrize(
+        "libero_cell",
+        [pytest.param(cell, id=cell.id, marks=getattr(pytest.mark, cell.suite)) for cell in run.cells],
+    )
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    cell = getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell")
+    if type(cell) is Cell:  # a LIBERO cell (LIBERO-plus variants are PlusCell)
+        # -k matches task names, e.g. -k KITCHEN_SCENE3
+        item.extra_keyword_matches.add(catalog.public_entry(cell.suite, cell.task_index)["task_name"])
+
+
+def _configure_controller_run(config: pytest.Config, run: LiberoRun) -> None:
+    """The run folder (new, or the resumed one with the cells it keeps) and the GPU assignment."""
+    from pytest_libero.runtime import gpus
+    resumed: frozenset[str] = frozenset()
+    if run.resume is not None:
+        from pytest_libero.results.resume import completed_cells
+
+        run_dir = Path(run.resume).resolve()
+        if not config.option.collectonly:
+            kept = completed_cells(run_dir, run.protocol.as_dict(), run.protocol.identity, run.policy.as_dict(),
+                                   run.resume_keep_errors)
+            resumed = frozenset(kept) & {cell.id for cell in run.cells}
+    else:
+        root = Path(run.output_root) if run.output_root else config.rootpath / "reports"
+        run_dir = root.resolve() / profile_slug(run.policy.name) / new_run_id()
+    config.stash[RUN_DIR_KEY] = RunDir(run_dir)
+    config.stash[RESUMED_KEY] = resumed
+    if config.option.collectonly:
+        return
+    try:
+        found, _ = gpus.discover_gpus(run.gpus)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if getattr(config.option, "dist", "no") != "no":
+        config.pluginmanager.register(gpus.GpuAssignment(found), "libero-gpus")
+    elif found:
+        gpus.pin_worker(found[0].as_dict())  # one process: the first GPU
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    row = item.stash.get(RESULT_KEY, None)
+    if row is not None and (report.when == "call" or (report.when == "setup" and not report.passed)):
+        report.libero = row  # type: ignore[attr-defined]  # plain builtins: crosses xdist
+        html_path = item.config.getoption("htmlpath", None)
+        if row.get("video") and html_path:
+            from pytest_html import extras
+
+            video = item.config.stash[RUN_DIR_KEY].path / row["video"]
+            relative = os.path.relpath(video, Path(html_path).resolve().parent)
+            report.extras = [*getattr(report, "extras", []),  # type: ignore[attr-defined]
+                             extras.video(relative, name=row["cell"])]
+    return report
+
+
+@pytest.fixture(scope="session")
+def libero_run(pytestconfig: pytest.Config) -> LiberoRun:
+    """The frozen run settings: protocol, selected cells, policy spec."""
+    return pytestconfig.stash[RUN_KEY]
+
+
+@pytest.fixture(scope="session")
+def libero_policy(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterator[Any]:
+    """The policy under evaluation, built once per worker (in its own process with isolation)."""
+    from pytest_libero.core.contract import check_image_convention
+    from pytest_libero.runtime.policies import check_policy_object
+
+    spec = libero_run.policy
+    policy: Any
+    if libero_run.isolation == "process":
+        from pytest_libero.runtime.isolation import ProcessPolicy
+
+        policy = ProcessPolicy(spec, timeout_s=libero_run.policy_timeout_s)
+    else:
+        policy = pytestconfig.hook.pytest_libero_make_policy(config=pytestconfig, spec=spec)
+        if policy is None:
+            raise PolicyLoadError(f"no adapter built policy {spec.name!r}")
+    try:
+        policy = check_policy_object(policy, spec)
+        check_image_convention(spec.name, getattr(policy, "profile", None))
+    except PolicyLoadError:
+        policy.close()
+        raise
+    yield policy
+    policy.close()
+
+
+@pytest.fixture(scope="session")
+def libero_source_check(libero_run: LiberoRun, libero_service: Any) -> list[str]:
+    """Installed LIBERO files checked against the frozen inventory, once per worker (in the service)."""
+    mismatch = libero_service.check_sources()
+    if mismatch is None:
+        return []
+    if not libero_run.allow_source_mismatch:
+        raise InventoryMismatch(mismatch)
+    warnings.warn(LiberoSourceWarning(mismatch), stacklevel=1)
+    return [mismatch]
+
+
+@pytest.fixture(scope="session")
+def libero_service(libero_run: LiberoRun) -> Iterator[Any]:
+    """The worker's bench service (a separate simulator process), restarted after a fault."""
+    from pytest_libero import benchmarks
+    from pytest_libero.runtime.gpus import service_env
+    from pytest_libero.runtime.service import BenchService
+
+    # On a GPU worker: render on that GPU (its EGL index); a failed mapping errors every item.
+    # The benchmark adapter's service module and settings go in the service's environment.
+    service = BenchService(timeout_s=libero_run.service_timeout_s,
+                           env=dict(service_env(), **benchmarks.service_env(libero_run.benchmark, libero_run.plus)))
+    yield service
+    service.close()
+
+
+class Episode:
+    """What a case receives: the finished episode, and the protocol's verdict on it."""
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+    def check(self) -> None:
+        """Pass on native success; fail (with the counters) on truncation, stop or policy fault."""
+        r = self.result
+        if r.outcome == "success":
+            return
+        reason = "policy_error" if r.outcome == "policy_error" else "failure"
+        pytest.fail(f"{reason}: {r.message}", pytrace=False)
+
+
+@pytest.fixture
+def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run: LiberoRun) -> Episode:
+    """Run one episode of the policy on this item's cell and write its evidence.
+
+    Environment faults error the item; its record (and video so far) is written all the same.
+    A cell a resumed run keeps reports its record instead (no policy, no simulator).
+    """
+    from pytest_libero.plugin.episode_files import EpisodeFiles
+    from pytest_libero.core.rollout import run_episode
+
+    if libero_cell.id in request.config.stash.get(RESUMED_KEY, frozenset()):
+        return _resumed_episode(request, libero_cell)
+    # Requested here, not as parameters, so that a run of resumed cells builds nothing.
+    libero_policy = request.getfixturevalue("libero_policy")
+    libero_service = request.getfixturevalue("libero_service")
+    libero_source_check: list[str] = request.getfixturevalue("libero_source_check")
+    if libero_run.benchmark == "libero_plus":
+        from pytest_libero.benchmarks.libero_plus.results import record_if_assets_missing
+
+        # A variant whose asset files are missing is never run: unattempted, with the file named.
+        row = record_if_assets_missing(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_service,
+                                       libero_policy)
+        if row is not None:
+            request.node.stash[RESULT_KEY] = row
+            pytest.skip(row["message"])
+    files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
+                         worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time())
+    fault: EnvironmentFault | None = None
+    try:
+        result = run_episode(libero_service, libero_policy, libero_cell, libero_run.protocol,
+                             allow_source_mismatch=libero_run.allow_source_mismatch, on_frame=files.frame,
+                             deadline_s=libero_run.episode_deadline_s(libero_cell.suite),
+                             interrupt_policy=libero_run.isolation != "process",
+                             video_rate=libero_run.video_rate, reuse_env=libero_run.reuse_env)
+    except EnvironmentFault as exc:
+        fault, result = exc, exc.partial  # type: ignore[attr-defined]
+    result.warnings.extend(libero_source_check)
+    request.node.stash[RESULT_KEY] = files.write(result)
+    if fault is not None:
+        pytest.fail(f"env_error: {fault}", pytrace=False)
+    return Episode(result)
+
+
+def _resumed_episode(request: pytest.FixtureRequest, cell: Cell) -> Episode:
+    """The verdict of a kept record, reported as if the episode had just run."""
+    import json
+    from types import SimpleNamespace
+
+    from pytest_libero.results.summary import episode_row
+
+    record = json.loads(request.config.stash[RUN_DIR_KEY].record_path(cell.id).read_text(encoding="utf-8"))
+    row = dict(episode_row(cell.id, record), resumed=True)
+    request.node.stash[RESULT_KEY] = row
+    outcome, message = record["outcome"]["outcome"], record["outcome"]["message"]
+    if outcome not in ("success", "failure", "policy_error"):
+        pytest.fail(f"{outcome} (kept by --libero-resume-keep-errors): {message}", pytrace=False)
+    return Episode(SimpleNamespace(outcome=outcome, message=f"{message} [resumed: recorded earlier]"))

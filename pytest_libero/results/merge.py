@@ -1,0 +1,110 @@
+"""`python -m pytest_libero merge OUT_DIR RUN_DIR...`: one run folder from the folders of its shards.
+
+Each shard's selection.json names the whole (unsharded) selection and the shard's part of it,
+so the merged selection is the whole selection even when a shard folder is missing, and the
+cells of a missing or dead shard come out unattempted. Records are copied and videos
+hard-linked (copied across file systems) into OUT_DIR; summary.json and report.html are then
+rebuilt there. Folders of different protocol identities or policies are refused. A cell
+recorded by two folders (a shard run twice) keeps its most complete record, then the latest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pytest_libero.errors import LiberoError
+from pytest_libero.results.files import write_bytes_atomic, write_json_atomic
+from pytest_libero.results.records import RunDir
+
+# Which record of a cell wins when two folders hold one: a completed episode over an error
+# over one that never ran.
+_RANK = {"success": 2, "failure": 2, "policy_error": 2, "env_error": 1, "crashed": 1, "not_run": 0}
+
+
+class MergeError(LiberoError):
+    """The folders cannot be merged (different identities, not run folders, a foreign OUT_DIR)."""
+
+
+def _load(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
+    from pytest_libero.results.summary import load_run
+
+    if not (run_dir / "run.json").is_file() or not (run_dir / "selection.json").is_file():
+        raise MergeError(f"{run_dir} is not a pytest-libero run folder with run.json and selection.json")
+    manifest, _, records, _ = load_run(run_dir)
+    selection = json.loads((run_dir / "selection.json").read_text(encoding="utf-8"))
+    return manifest, selection, records
+
+
+def _same(values: dict[str, Any], what: str) -> None:
+    distinct = {json.dumps(v, sort_keys=True) for v in values.values()}
+    if len(distinct) > 1:
+        listing = "; ".join(f"{folder}: {json.dumps(v, sort_keys=True)[:200]}" for folder, v in values.items())
+        raise MergeError(f"the folders differ in {what}, so their results never merge: {listing}")
+
+
+def _prepare_out(out_dir: Path) -> None:
+    if out_dir.exists() and any(out_dir.iterdir()):
+        if not (out_dir / "merge.json").is_file():
+            raise MergeError(f"{out_dir} exists and is not an earlier merge (no merge.json); give a new folder")
+        # A re-merge replaces the earlier merged evidence entirely.
+        for sub in ("episodes", "videos"):
+            shutil.rmtree(out_dir / sub, ignore_errors=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        write_bytes_atomic(target, source.read_bytes())
+
+
+def merge(out_dir: Path, run_dirs: list[Path]) -> dict[str, Any]:
+    """Merge shard folders into `out_dir`; return the rebuilt summary plus `merge` (what came from where)."""
+    from pytest_libero.results.summary import rebuild
+
+    loaded = {str(d): _load(d) for d in run_dirs}
+    _same({d: m.get("protocol", {}).get("identity") for d, (m, _, _) in loaded.items()}, "protocol identity")
+    _same({d: m.get("policy") for d, (m, _, _) in loaded.items()}, "policy (model profile spec)")
+    _same({d: s.get("unsharded_cells", s.get("cells")) for d, (_, s, _) in loaded.items()},
+          "their unsharded selection (scope, suite or task ids)")
+    _same({d: (s.get("shard") or {}).get("count") for d, (_, s, _) in loaded.items()}, "shard count")
+    first_manifest, first_selection, _ = next(iter(loaded.values()))
+    cells: list[str] = list(first_selection.get("unsharded_cells", first_selection.get("cells", [])))
+    chosen: dict[str, tuple[Path, dict[str, Any]]] = {}
+    for folder, (_, _, records) in loaded.items():
+        for cell, record in records.items():
+            key = (_RANK[record["outcome"]["outcome"]], record.get("finished", ""))
+            held = chosen.get(cell)
+            if held is None or key > (_RANK[held[1]["outcome"]["outcome"]], held[1].get("finished", "")):
+                chosen[cell] = (Path(folder), record)
+    _prepare_out(out_dir)
+    target = RunDir(out_dir)
+    for cell, (source, record) in sorted(chosen.items()):
+        video = record.get("video")
+        if video:
+            _link_or_copy(source / video["path"], out_dir / video["path"])
+        write_json_atomic(target.record_path(cell), record)
+    shards = {d: s.get("shard") for d, (_, s, _) in loaded.items()}
+    count = next((s["count"] for s in shards.values() if s), None)
+    present = sorted({s["index"] for s in shards.values() if s})
+    provenance = {
+        "schema_version": 1, "sources": [{"folder": d, "run_id": m.get("run_id"), "shard": s.get("shard"),
+                                          "records": sum(1 for f, _ in chosen.values() if str(f) == d)}
+                                         for d, (m, s, _) in loaded.items()],
+        "missing_shards": [k for k in range(1, count + 1) if k not in present] if count else [],
+    }
+    manifest = dict(first_manifest, run_id=out_dir.name, merged_from=provenance["sources"])
+    manifest.pop("shard", None)
+    write_json_atomic(out_dir / "run.json", manifest)
+    write_json_atomic(out_dir / "selection.json", {"schema_version": 1, "cells": cells})
+    write_json_atomic(out_dir / "merge.json", provenance)
+    summary = rebuild(out_dir)
+    summary["merge"] = provenance
+    return summary

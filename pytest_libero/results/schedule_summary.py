@@ -1,0 +1,139 @@
+"""The full-mode parts of summary.json: which schedule produced it, per-seed rates with their
+mean and spread, and LIBERO-PRO suites per perturbation beside their base suite.
+
+Derived from the run folder's files only (run.json's protocol settings and the cell ids).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Callable
+
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.core.cells import parse_run_seed
+Group = Callable[[list[str]], dict[str, Any]]
+
+
+def schedule_block(settings: dict[str, Any] | None) -> dict[str, Any]:
+    """What produced the results: fast mode, or a named schedule (whole, or partial, or re-capped)."""
+    settings = settings or {}
+    schedule = settings.get("schedule")
+    if not isinstance(schedule, dict):
+        return {"mode": "fast", "name": None, "all_init_states_at_schedule_caps": False,
+                "text": f"fast mode (init state {settings.get('init_index', 0)}, seed {settings.get('seed', '?')}, "
+                        "each selected task once): a smoke test, not the published protocol"}
+    subset = settings.get("init_states")
+    decisions = settings.get("budget") == "decisions"
+    complete = subset is None and not decisions
+    text = f"full mode, schedule {schedule['name']} (sha256 {schedule['sha256'][:16]}), seeds " \
+           f"{','.join(map(str, settings.get('seeds') or []))}"
+    if subset is not None:
+        text += f"; partial: init states {','.join(map(str, subset))} only, not the full schedule"
+    if decisions:
+        text += (f"; decisions budget D={settings.get('max_policy_calls')} x K={settings.get('replan_interval')} "
+                 "instead of the schedule's caps")
+    return {"mode": "full", "name": schedule["name"], "sha256": schedule["sha256"],
+            "seeds": settings.get("seeds"), "init_states": subset, "all_init_states_at_schedule_caps": complete,
+            "text": text}
+
+
+def _rate(group: dict[str, Any]) -> float | None:
+    rate = group["success_rate_errors_excluded"]["rate"]
+    return None if rate is None else float(rate)
+
+
+def spread(rates: list[float]) -> dict[str, Any]:
+    """Mean of per-seed rates, their sample standard deviation and its standard error."""
+    if not rates:
+        return {"mean": None, "sd": None, "sem": None, "n_seeds": 0}
+    mean = statistics.fmean(rates)
+    sd = statistics.stdev(rates) if len(rates) > 1 else None
+    sem = sd / math.sqrt(len(rates)) if sd is not None else None
+    return {"mean": mean, "sd": sd, "sem": sem, "n_seeds": len(rates)}
+
+
+def seeds_block(cells: list[str], group: Group) -> dict[str, Any] | None:
+    """Per run seed: overall and per-suite groups; across seeds: mean and spread. None without seed ids."""
+    by_seed: dict[int, list[str]] = {}
+    for cell in cells:
+        seed = parse_run_seed(cell)
+        if seed is not None:
+            by_seed.setdefault(seed, []).append(cell)
+    if not by_seed:
+        return None
+    per_seed: dict[str, Any] = {}
+    for seed, seed_cells in by_seed.items():
+        suites = {s: group([c for c in seed_cells if c.startswith(s + "-")]) for s in catalog.ALL_SUITES}
+        per_seed[str(seed)] = {"overall": group(seed_cells),
+                               "suites": {s: g for s, g in suites.items() if g["selected"]}}
+    names = sorted({s for block in per_seed.values() for s in block["suites"]}, key=catalog.ALL_SUITES.index)
+
+    def across(suite: str | None) -> dict[str, Any]:
+        """Spread of the per-seed rates, overall (suite None) or of one suite."""
+        groups = [block["overall"] if suite is None else block["suites"].get(suite) for block in per_seed.values()]
+        rates = [r for g in groups if g is not None and (r := _rate(g)) is not None]
+        return spread(rates)
+
+    return {"label": "success rate (errors excluded) per run seed; mean, sample sd and standard error across seeds",
+            "per_seed": per_seed, "mean": {"overall": across(None), "suites": {s: across(s) for s in names}}}
+
+
+def perturbations_block(suites: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """LIBERO-PRO suites per perturbation beside their base suite, with the rate difference."""
+    found: dict[str, Any] = {}
+    for name, g in suites.items():
+        kind = catalog.perturbation(name)
+        if kind is None:
+            continue
+        base = catalog.base_suite(name)
+        row = found.setdefault(base, {"base": _brief(suites.get(base)), "perturbations": {}})
+        entry = _brief(g)
+        assert entry is not None
+        base_rate = row["base"]["rate"] if row["base"] else None
+        entry["difference_vs_base"] = (None if entry["rate"] is None or base_rate is None
+                                       else entry["rate"] - base_rate)
+        row["perturbations"][kind] = entry
+    return found or None
+
+
+def _brief(group: dict[str, Any] | None) -> dict[str, Any] | None:
+    if group is None:
+        return None
+    stat = group["success_rate_errors_excluded"]
+    return {"rate": stat["rate"], "ci95": stat["ci95"], "successes": stat["successes"], "trials": stat["trials"],
+            "selected": group["selected"]}
+
+
+def extend(summary: dict[str, Any], cells: list[str], group: Group) -> None:
+    """Add `schedule`, and `seeds` / `perturbations` where they apply, to a summary in place."""
+    settings = ((summary.get("run") or {}).get("protocol") or {}).get("settings")
+    summary["schedule"] = schedule_block(settings)
+    seeds = seeds_block(cells, group)
+    if seeds is not None:
+        summary["seeds"] = seeds
+    perturbations = perturbations_block(summary["suites"])
+    if perturbations is not None:
+        summary["perturbations"] = perturbations
+
+
+def lines(summary: dict[str, Any]) -> list[str]:
+    """Terminal lines: the schedule, the seeds' mean and spread, the perturbations."""
+    out = [f"LIBERO schedule: {summary['schedule']['text']}"] if summary.get("schedule") else []
+    seeds = summary.get("seeds")
+    if seeds:
+        parts = []
+        for seed, block in seeds["per_seed"].items():
+            rate = _rate(block["overall"])
+            parts.append(f"seed {seed} {'-' if rate is None else f'{100 * rate:.1f}%'}")
+        mean = seeds["mean"]["overall"]
+        if mean["mean"] is not None:
+            sd = "" if mean["sd"] is None else f" +- {100 * mean['sd']:.1f} (sd), sem {100 * mean['sem']:.1f}"
+            parts.append(f"mean {100 * mean['mean']:.1f}%{sd} over {mean['n_seeds']} seeds")
+        out.append("LIBERO seeds: " + "; ".join(parts))
+    for base, row in (summary.get("perturbations") or {}).items():
+        def pct(entry: dict[str, Any] | None) -> str:
+            return "-" if not entry or entry["rate"] is None else f"{100 * entry['rate']:.1f}% (n={entry['trials']})"
+        kinds = ", ".join(f"{k} {pct(e)}" for k, e in row["perturbations"].items())
+        out.append(f"LIBERO-PRO {base}: base {pct(row['base'])}; {kinds}")
+    return out

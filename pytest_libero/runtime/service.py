@@ -1,0 +1,146 @@
+"""The worker's handle on its bench service process: start, submit, finish, and recovery.
+
+Any failure of the service (an exception in it, its death, a reply that does not come within
+the deadline) raises EnvironmentFault and discards the process; the next episode gets a fresh
+one. The policy never holds this object's process or pipe.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from pytest_libero.runtime import child
+from pytest_libero.errors import EnvironmentFault
+
+DEFAULT_TIMEOUT_S = 600.0
+# Building and closing MuJoCo/EGL environments leaves memory behind in the service process: on
+# Mesa llvmpipe here it holds about 1.5 GiB after its first environment, about 2.0 GiB after the
+# second, then grows slowly (2.2 GiB after 30 alternating-task episodes; docs/performance.md).
+# Past this resident size the service is restarted between episodes.
+DEFAULT_MAX_RSS_MIB = 4096.0
+
+
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of a process (Linux /proc), None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as stream:
+            for line in stream:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class BenchService:
+    """A lazily started bench service process (one per worker)."""
+
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
+                 max_rss_mib: float | None = DEFAULT_MAX_RSS_MIB) -> None:
+        self.timeout_s = timeout_s
+        self.max_rss_mib = max_rss_mib
+        self.recycled = 0
+        # Extra environment of the service process (e.g. MUJOCO_EGL_DEVICE_ID of the worker's GPU).
+        self.env = dict(env or {})
+        # time.monotonic() by which the current episode must end (set by the engine); None: no limit.
+        self.deadline: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+        self.restarts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def _ensure_started(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            return
+        if self._process is not None:
+            self.restarts += 1
+        self._discard()
+        self._process, self._conn = child.spawn("pytest_libero.runtime.server", self.env)
+
+    def _discard(self) -> None:
+        process, conn = self._process, self._conn
+        self._process = self._conn = None
+        child.stop(process, conn)
+
+    def set_deadline(self, deadline: float | None) -> None:
+        """Bound every request until `deadline` (time.monotonic()) by the time left; None lifts it."""
+        self.deadline = deadline
+
+    def request(self, op: str, payload: Any = None, timeout_s: float | None = None) -> Any:
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        by_deadline = self.deadline is not None and self.deadline - time.monotonic() < timeout
+        if by_deadline:
+            assert self.deadline is not None
+            timeout = self.deadline - time.monotonic()
+            if timeout <= 0:
+                raise EnvironmentFault(f"episode deadline (--libero-episode-timeout) passed before {op!r}")
+        self._ensure_started()
+        assert self._conn is not None
+        try:
+            self._conn.send((op, payload))
+            if not self._conn.poll(timeout):
+                self._discard()
+                if by_deadline:
+                    raise EnvironmentFault(f"episode deadline (--libero-episode-timeout) passed while the bench "
+                                           f"service worked on {op!r}; it was killed")
+                raise EnvironmentFault(f"bench service gave no reply to {op!r} within {timeout:g} s; it was killed")
+            reply = self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError) as exc:
+            code = None
+            if self._process is not None:
+                try:
+                    code = self._process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            self._discard()
+            raise EnvironmentFault(
+                f"bench service process died during {op!r} (exit code {code}): {type(exc).__name__}"
+            ) from exc
+        if reply[0] == "error":
+            _, kind, message, trace = reply
+            self._discard()
+            raise EnvironmentFault(f"bench service failed during {op!r}: {kind}: {message}\n{trace}")
+        return reply[1]
+
+    def start(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return self.request("start", payload)  # type: ignore[no-any-return]
+
+    def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]:
+        payload = {"chunk": chunk, "deliver": deliver, "frames": frames}
+        return self.request("submit", payload)  # type: ignore[no-any-return]
+
+    def check_sources(self) -> str | None:
+        """None when installed LIBERO files match the inventory, else the mismatch message."""
+        return self.request("check_sources")  # type: ignore[no-any-return]
+
+    def finish(self, final_frame: bool = False) -> dict[str, Any]:
+        evidence: dict[str, Any] = self.request("finish", {"final_frame": final_frame})
+        self._recycle_if_grown()
+        return evidence
+
+    def _recycle_if_grown(self) -> None:
+        """Restart the service between episodes once its memory passed the allowance."""
+        if self.max_rss_mib is None or self.pid is None:
+            return
+        rss = rss_mib(self.pid)
+        if rss is not None and rss > self.max_rss_mib:
+            self.close()
+            self.recycled += 1
+
+    def close(self) -> None:
+        if self._process is not None and self._process.poll() is None and self._conn is not None:
+            try:
+                self._conn.send(("close", None))
+                if self._conn.poll(10):
+                    self._conn.recv()
+            except (EOFError, OSError):
+                pass
+        self._discard()
