@@ -29,12 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (run_dir / "episodes").is_dir() and not (run_dir / "selection.json").is_file():
         parser.error(f"{run_dir} is not a pytest-libero run folder (no episodes/ or selection.json); "
                      "pass reports/<profile>/<run-id>")
+    from pytest_libero import benchmarks
+    from pytest_libero.errors import LiberoError
     from pytest_libero.results.summary import rebuild
 
-    from pytest_libero.errors import LiberoError
-
     try:
-        summary = rebuild(run_dir)
+        summary = rebuild(run_dir, benchmarks.for_run_folder(run_dir))
     except LiberoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -52,11 +52,12 @@ def _print_counts(summary: dict[str, Any]) -> None:
 
 
 def _merge(out_dir: Path, run_dirs: list[Path]) -> int:
+    from pytest_libero import benchmarks
     from pytest_libero.errors import LiberoError
     from pytest_libero.results.merge import merge
 
     try:
-        summary = merge(out_dir, run_dirs)
+        summary = merge(out_dir, run_dirs, benchmarks.for_run_folder(run_dirs[0]))
     except LiberoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -95,10 +96,11 @@ def run_study_command(args: Any) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 0
+    from pytest_libero import benchmarks
     from pytest_libero.results.compare import compare, render, write
 
     try:
-        result = compare(args.run_a, args.run_b)
+        result = compare(args.run_a, args.run_b, benchmarks.for_settings)
     except LiberoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -43,3 +43,7 @@ class PolicyServerError(EnvironmentFault):
     Adapters raise it from reset/act; the engine lets it through instead of calling it a
     policy fault.
     """
+
+
+class OptionError(LiberoError):
+    """A bad option value found below the plugin layer; the plugin reports it as a usage error."""

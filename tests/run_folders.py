@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pytest_libero.results.files import write_json_atomic
 from pytest_libero.core.protocol import Protocol
+from pytest_libero.benchmarks.libero import ADAPTER as LIBERO
 from pytest_libero.results.records import RunDir, placeholder_record, run_manifest, write_record
 
 TERMINATION = {"success": "success", "failure": "truncation", "policy_error": "policy_error",
@@ -26,10 +27,12 @@ def write_run(path: Path, protocol: Protocol, outcomes: dict[str, str], policy: 
     """A run folder whose episodes ended as `outcomes` says (cell id -> native outcome)."""
     spec = {"name": policy, "kwargs": {}}
     settings, identity = protocol.as_dict(), protocol.identity
-    write_json_atomic(path / "run.json", run_manifest(path.name, policy, settings, identity, spec, ["pytest"]))
+    write_json_atomic(path / "run.json", run_manifest(path.name, policy, settings, identity, spec, ["pytest"],
+                                                             source=LIBERO.source, gpus=[]))
     write_json_atomic(path / "selection.json", {"schema_version": 1, "cells": list(outcomes)})
     for cell, outcome in outcomes.items():
-        record = placeholder_record(cell, "not_run", outcome, protocol=settings, identity=identity,
+        record = placeholder_record(cell, "not_run", outcome, adapter=LIBERO, context=None, protocol=settings,
+                                    identity=identity,
                                     policy_profile={"spec": spec}, worker="main")
         record["outcome"].update(outcome=outcome, termination=TERMINATION[outcome],
                                  terminated=outcome == "success", truncated=outcome == "failure")

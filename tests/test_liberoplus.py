@@ -21,7 +21,9 @@ from liberoplus_helpers import classification, synthetic, write_classification
 
 from pytest_libero.benchmarks.libero_plus import build
 from pytest_libero.benchmarks.libero_plus import catalog as lp
-from pytest_libero.benchmarks import cell_id_of
+from pytest_libero.benchmarks.libero import ADAPTER as LIBERO
+from pytest_libero.benchmarks.libero_plus import ADAPTER as PLUS
+from pytest_libero.benchmarks.libero_plus.options import PlusSettings
 from pytest_libero.core.protocol import Protocol
 
 # The real file, where a checkout sits beside the project's shared data (optional test).
@@ -112,8 +114,10 @@ def test_variant_ids_are_readable_and_round_trip():
     assert lp.parse_variant_id("libero_plus-libero_goal-v01234") == ("libero_goal", 1233)
     node = "cases/test_libero.py::test_rollout[libero_plus-libero_10-v02519]"
     assert lp.parse_variant_id(node) == ("libero_10", 2518)
-    assert cell_id_of(node) == "libero_plus-libero_10-v02519"
-    assert cell_id_of("x::test_rollout[libero_10-t01-s00]") == "libero_10-t01-s00"
+    assert PLUS.cell_id(node) == "libero_plus-libero_10-v02519"
+    assert LIBERO.cell_id(node) is None
+    assert LIBERO.cell_id("x::test_rollout[libero_10-t01-s00]") == "libero_10-t01-s00"
+    assert PLUS.cell_id("x::test_rollout[libero_10-t01-s00]") is None
     assert lp.parse_variant_id("libero_plus-libero_90-v00001") is None
     assert lp.PlusCell("libero_object", 22).id == "libero_plus-libero_object-v00023"
 
@@ -333,8 +337,8 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
     from pytest_libero.results.records import RunDir, placeholder_record, write_record
     from pytest_libero.results.summary import rebuild
 
-    lp.use_classification(str(synthetic_file))
-    try:
+    context = PlusSettings(classification=str(synthetic_file), assets=None)
+    if True:
         run = RunDir(tmp_path / "run")
         protocol = Protocol(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None,
                             benchmark="libero_plus", benchmark_options=(("clean_instructions", False),))
@@ -342,8 +346,8 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
         cells = [lp.variant_id("libero_goal", i) for i in range(14)]
         outcomes = ["success", "failure"] * 6 + ["not_run", "env_error"]
         for cell, outcome in zip(cells, outcomes, strict=True):
-            record = placeholder_record(cell, outcome, outcome, protocol=protocol.as_dict(),
-                                        identity=protocol.identity, worker="main",
+            record = placeholder_record(cell, outcome, outcome, adapter=PLUS, context=context,
+                                        protocol=protocol.as_dict(), identity=protocol.identity, worker="main",
                                         policy_profile={"spec": {"name": "zero", "kwargs": {}}})
             if outcome == "failure":
                 record["outcome"]["termination"] = "truncation"
@@ -352,9 +356,7 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
                                                          "missing": ["scenes/lights/x.xml"]}
             write_record(run, record)
         (run.path / "selection.json").write_text(json.dumps({"schema_version": 1, "cells": cells}))
-        summary = rebuild(run.path)
-    finally:
-        lp.use_classification(None)
+        summary = rebuild(run.path, PLUS)
     plus = summary["libero_plus"]
     assert plus["overall"]["selected"] == 14 and plus["overall"]["passed"] == 6 and plus["overall"]["failed"] == 6
     assert plus["skipped_for_assets"]["count"] == 1
@@ -381,13 +383,10 @@ def test_resume_keeps_a_recorded_variant_without_starting_anything(pytester, syn
                         benchmark_options=(("clean_instructions", False), ("robot_init", "upstream"),
                                            ("trials_per_variant", 1)))
     run = RunDir(pytester.path / "earlier")
-    lp.use_classification(str(synthetic_file))
-    try:
-        record = placeholder_record(cell, "success", "native success at control 99", protocol=protocol.as_dict(),
-                                    identity=protocol.identity, worker="main",
-                                    policy_profile={"spec": {"name": "zero", "kwargs": {}}})
-    finally:
-        lp.use_classification(None)
+    record = placeholder_record(cell, "success", "native success at control 99", adapter=PLUS,
+                                context=PlusSettings(classification=str(synthetic_file), assets=None),
+                                protocol=protocol.as_dict(), identity=protocol.identity, worker="main",
+                                policy_profile={"spec": {"name": "zero", "kwargs": {}}})
     record["outcome"]["termination"] = "success"
     write_record(run, record)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--libero-resume", str(run.path),

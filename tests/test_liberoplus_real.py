@@ -149,7 +149,9 @@ def test_a_user_asset_folder_is_linked_and_checked_and_the_default_link_comes_ba
     """--libero-plus-assets: the service links the package's asset path to the user's folder and checks
     each variant's files there; a later default service links the standard assets again."""
     from pytest_libero.benchmarks.libero_plus.service import standard_assets
-    from pytest_libero.benchmarks import SERVICE_ASSETS_ENV, SERVICE_BENCHMARK_ENV
+    from pytest_libero.benchmarks import service_env
+    from pytest_libero.benchmarks.libero_plus import ADAPTER as PLUS
+    from pytest_libero.benchmarks.libero_plus.options import PlusSettings
     from pytest_libero.benchmarks.libero_plus.build import package_dir
     from pytest_libero.runtime.service import BenchService
 
@@ -165,7 +167,7 @@ def test_a_user_asset_folder_is_linked_and_checked_and_the_default_link_comes_ba
     (user / "scenes" / "lights" / "tabletop_light_sync_modified_0.xml").write_text("<mujoco/>")
     light = {"suite": "libero_spatial", "task_index": 2110}
     background = {"suite": "libero_spatial", "task_index": 0}  # ..._table_1: a scene the archive has
-    service = BenchService(env={SERVICE_BENCHMARK_ENV: "libero_plus", SERVICE_ASSETS_ENV: str(user)})
+    service = BenchService(env=service_env(PLUS, PlusSettings(classification="unused", assets=str(user))))
     try:
         assert service.request("check_assets", light) == {"missing": [], "folder": "user"}
         answer = service.request("check_assets", background)
@@ -173,7 +175,7 @@ def test_a_user_asset_folder_is_linked_and_checked_and_the_default_link_comes_ba
         assert (package_dir() / "assets").resolve() == user.resolve()
     finally:
         service.close()
-    service = BenchService(env={SERVICE_BENCHMARK_ENV: "libero_plus"})
+    service = BenchService(env=service_env(PLUS, None))
     try:
         answer = service.request("check_assets", light)
         assert answer == {"missing": ["scenes/lights/tabletop_light_sync_modified_0.xml"], "folder": "standard"}

@@ -11,6 +11,7 @@ from run_folders import full_protocol, write_run
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.benchmarks.libero.inventory import check_installation
 from pytest_libero.results.schedule_summary import lines
+from pytest_libero.benchmarks.libero import ADAPTER as LIBERO
 from pytest_libero.results.summary import build_summary, rebuild
 
 
@@ -19,7 +20,7 @@ def test_seeds_are_reported_each_and_as_mean_with_spread(tmp_path):
     for seed, wins in ((7, 1), (8, 2), (9, 0)):  # per-seed rates 1/2, 2/2, 0/2
         for index in range(2):
             outcomes[f"libero_10-t00-s{index:02d}-seed{seed}"] = "success" if index < wins else "failure"
-    summary = build_summary(write_run(tmp_path / "run", full_protocol(seeds=(7, 8, 9)), outcomes))
+    summary = build_summary(write_run(tmp_path / "run", full_protocol(seeds=(7, 8, 9)), outcomes), LIBERO)
     per_seed = summary["seeds"]["per_seed"]
     assert {s: b["overall"]["success_rate_errors_excluded"]["rate"] for s, b in per_seed.items()} == {
         "7": 0.5, "8": 1.0, "9": 0.0}
@@ -33,16 +34,16 @@ def test_seeds_are_reported_each_and_as_mean_with_spread(tmp_path):
 
 
 def test_schedule_line_says_full_partial_or_fast(tmp_path):
-    full = build_summary(write_run(tmp_path / "a", full_protocol("openpi"), {"libero_10-t00-s00": "success"}))
+    full = build_summary(write_run(tmp_path / "a", full_protocol("openpi"), {"libero_10-t00-s00": "success"}), LIBERO)
     assert full["schedule"]["all_init_states_at_schedule_caps"] is True
     assert full["schedule"]["text"].startswith("full mode, schedule openpi (sha256 ")
     partial = build_summary(write_run(tmp_path / "b", full_protocol("openpi", init_states=(0,)),
-                                      {"libero_10-t00-s00": "success"}))
+                                      {"libero_10-t00-s00": "success"}), LIBERO)
     assert "partial: init states 0 only, not the full schedule" in partial["schedule"]["text"]
     from pytest_libero.core.protocol import Protocol
 
     fast = build_summary(write_run(tmp_path / "c", Protocol("default", "horizon", 5, None),
-                                   {"libero_10-t00-s00": "success"}))
+                                   {"libero_10-t00-s00": "success"}), LIBERO)
     assert fast["schedule"]["mode"] == "fast" and "not the published protocol" in fast["schedule"]["text"]
     assert "seeds" not in fast and "perturbations" not in fast
 
@@ -52,13 +53,13 @@ def test_libero_pro_suites_are_summarized_per_perturbation_beside_the_base(tmp_p
     outcomes |= {f"libero_goal_swap-t00-s{i:02d}": "success" if i < 1 else "failure" for i in range(4)}
     outcomes |= {f"libero_goal_lan-t00-s{i:02d}": "success" if i < 3 else "failure" for i in range(4)}
     run_dir = write_run(tmp_path / "run", full_protocol(), outcomes)
-    summary = rebuild(run_dir)
+    summary = rebuild(run_dir, LIBERO)
     row = summary["perturbations"]["libero_goal"]
     assert row["base"]["rate"] == 1.0
     assert row["perturbations"]["swap"]["rate"] == 0.25 and row["perturbations"]["swap"]["difference_vs_base"] == -0.75
     assert row["perturbations"]["lan"]["rate"] == 0.75
     assert set(summary["suites"]) == {"libero_goal", "libero_goal_lan", "libero_goal_swap"}
-    assert "LIBERO-PRO libero_goal: base 100.0% (n=4); lan 75.0% (n=4), swap 25.0% (n=4)" in lines(summary)
+    assert "LIBERO-PRO libero_goal: base 100.0% (n=4); lan 75.0% (n=4), swap 25.0% (n=4)" in LIBERO.terminal_lines(summary)
     page = (run_dir / "report.html").read_text()
     assert "LIBERO-PRO libero_goal: base 100.0% (n=4)" in page and "LIBERO schedule: full mode" in page
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 def wilson(successes: int, trials: int) -> dict[str, Any]:
     """Rate with a 95% Wilson score interval (scipy's implementation)."""
@@ -102,3 +102,11 @@ def analyse(paired: Paired) -> dict[str, Any]:
             "rate_b": (paired.both + paired.only_b) / paired.n,
             "difference": (paired.only_b - paired.only_a) / paired.n, "ci95": [low, high],
             "mcnemar_exact_p": p_value, "verdict": verdict(paired, p_value)}
+
+
+def rate_text(stat: Mapping[str, Any]) -> str:
+    """A Wilson rate as text: `62.5% [30.6, 86.3] (n=8)`; '-' without trials."""
+    if stat["rate"] is None:
+        return "-"
+    low, high = stat["ci95"]
+    return f"{100 * stat['rate']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] (n={stat['trials']})"

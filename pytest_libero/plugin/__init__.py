@@ -14,7 +14,6 @@ from typing import Any, Generator, Iterator
 
 import pytest
 
-from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.core.cells import Cell
 from pytest_libero.errors import EnvironmentFault, InventoryMismatch, PolicyLoadError
 from pytest_libero.plugin.options import LiberoRun, addoptions, build_run, is_libero_run
@@ -47,13 +46,12 @@ def pytest_libero_make_policy(config: pytest.Config, spec: Any) -> Any:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for suite in catalog.ALL_SUITES:
-        config.addinivalue_line("markers", f"{suite}: LIBERO cells of suite {suite}")
-    run = config.stash[RUN_KEY] = build_run(config)
-    if run.plus is not None:
-        from pytest_libero.benchmarks.libero_plus.catalog import use_classification
+    from pytest_libero import benchmarks
 
-        use_classification(run.plus.classification)
+    for adapter in benchmarks.adapters():
+        for suite in adapter.suites():
+            config.addinivalue_line("markers", f"{suite}: cells of suite {suite} ({adapter.name})")
+    run = config.stash[RUN_KEY] = build_run(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "libero_run_dir" in workerinput:
         config.stash[RUN_DIR_KEY] = RunDir(Path(workerinput["libero_run_dir"]))
@@ -74,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is None:
         from pytest_libero.plugin.accounting import Accounting
 
-        accounting = Accounting(config, config.stash[RUN_DIR_KEY])
+        accounting = Accounting(config, config.stash[RUN_DIR_KEY], run, config.stash[RESUMED_KEY])
         config.pluginmanager.register(accounting, "libero-accounting")
         if config.pluginmanager.hasplugin("html"):
             from pytest_libero.plugin.html_report import HtmlReport
@@ -106,9 +104,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     cell = getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell")
-    if type(cell) is Cell:  # a LIBERO cell (LIBERO-plus variants are PlusCell)
-        # -k matches task names, e.g. -k KITCHEN_SCENE3
-        item.extra_keyword_matches.add(catalog.public_entry(cell.suite, cell.task_index)["task_name"])
+    if cell is not None:
+        item.extra_keyword_matches.update(item.config.stash[RUN_KEY].adapter.keywords(cell))
 
 
 def _configure_controller_run(config: pytest.Config, run: LiberoRun) -> None:
@@ -116,12 +113,15 @@ def _configure_controller_run(config: pytest.Config, run: LiberoRun) -> None:
     from pytest_libero.runtime import gpus
     resumed: frozenset[str] = frozenset()
     if run.resume is not None:
-        from pytest_libero.results.resume import completed_cells
+        from pytest_libero.results.resume import ResumeRefused, completed_cells
 
         run_dir = Path(run.resume).resolve()
         if not config.option.collectonly:
-            kept = completed_cells(run_dir, run.protocol.as_dict(), run.protocol.identity, run.policy.as_dict(),
-                                   run.resume_keep_errors)
+            try:
+                kept = completed_cells(run_dir, run.protocol.as_dict(), run.protocol.identity, run.policy.as_dict(),
+                                       run.resume_keep_errors)
+            except ResumeRefused as exc:
+                raise pytest.UsageError(str(exc)) from None
             resumed = frozenset(kept) & {cell.id for cell in run.cells}
     else:
         root = Path(run.output_root) if run.output_root else config.rootpath / "reports"
@@ -213,7 +213,7 @@ def libero_service(libero_run: LiberoRun) -> Iterator[Any]:
     # On a GPU worker: render on that GPU (its EGL index); a failed mapping errors every item.
     # The benchmark adapter's service module and settings go in the service's environment.
     service = BenchService(timeout_s=libero_run.service_timeout_s,
-                           env=dict(service_env(), **benchmarks.service_env(libero_run.benchmark, libero_run.plus)))
+                           env=dict(service_env(), **benchmarks.service_env(libero_run.adapter, libero_run.context)))
     yield service
     service.close()
 
@@ -249,17 +249,14 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     libero_policy = request.getfixturevalue("libero_policy")
     libero_service = request.getfixturevalue("libero_service")
     libero_source_check: list[str] = request.getfixturevalue("libero_source_check")
-    if libero_run.benchmark == "libero_plus":
-        from pytest_libero.benchmarks.libero_plus.results import record_if_assets_missing
-
-        # A variant whose asset files are missing is never run: unattempted, with the file named.
-        row = record_if_assets_missing(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_service,
-                                       libero_policy)
-        if row is not None:
-            request.node.stash[RESULT_KEY] = row
-            pytest.skip(row["message"])
     files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
                          worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time())
+    # The benchmark may refuse a cell (a LIBERO-plus variant whose asset files are missing): it is
+    # never run, and recorded unattempted with the reason.
+    refused = libero_run.adapter.unattempted(libero_service, libero_cell)
+    if refused is not None:
+        request.node.stash[RESULT_KEY] = files.write_unattempted(refused)
+        pytest.skip(refused.message)
     fault: EnvironmentFault | None = None
     try:
         result = run_episode(libero_service, libero_policy, libero_cell, libero_run.protocol,

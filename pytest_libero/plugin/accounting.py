@@ -16,16 +16,21 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.benchmarks import cell_id_of
 from pytest_libero.results.files import write_json_atomic
 from pytest_libero.results.page import counters_text
+from pytest_libero.plugin.options import LiberoRun
 from pytest_libero.results.records import RunDir, placeholder_record, run_manifest, write_record
+from pytest_libero.runtime import gpus
 
 
 class Accounting:
-    def __init__(self, config: pytest.Config, run_dir: RunDir) -> None:
+    def __init__(self, config: pytest.Config, run_dir: RunDir, run: LiberoRun, resumed: frozenset[str]) -> None:
         self.config = config
         self.run_dir = run_dir
+        self.run = run
+        self.resumed = resumed
+        # The controller writes placeholder records in bulk: the adapter may keep what it reads.
+        self.cell_id_of = run.adapter.cell_id
         self.selected: list[str] = []
         self.status: dict[str, str] = {}
         self.rows: dict[str, dict[str, Any]] = {}
@@ -36,14 +41,13 @@ class Accounting:
     def _note_selection(self, nodeids: list[str]) -> None:
         if self.selected:
             return
-        self.selected = [n for n in nodeids if cell_id_of(n) is not None]
+        self.selected = [n for n in nodeids if self.cell_id_of(n) is not None]
         if not self.selected or self.config.option.collectonly:
             return
-        from pytest_libero.plugin import RUN_KEY
-
-        run = self.config.stash[RUN_KEY]
+        run = self.run
         manifest = run_manifest(self.run_dir.path.name, self.run_dir.path.parent.name, run.protocol.as_dict(),
-                                run.protocol.identity, run.policy.as_dict(), list(sys.argv))
+                                run.protocol.identity, run.policy.as_dict(), list(sys.argv),
+                                source=run.adapter.source, gpus=gpus.nvidia_smi_descriptions())
         selection: dict[str, Any] = {"schema_version": 1, "cells": [self._cell(n) for n in self.selected]}
         if run.resume is not None:
             from pytest_libero.results.resume import previous_sessions
@@ -56,9 +60,8 @@ class Accounting:
         write_json_atomic(self.run_dir.path / "run.json", manifest)
         write_json_atomic(self.run_dir.path / "selection.json", selection)
 
-    @staticmethod
-    def _cell(nodeid: str) -> str:
-        return cell_id_of(nodeid) or "?-t00-s00"
+    def _cell(self, nodeid: str) -> str:
+        return self.cell_id_of(nodeid) or "?-t00-s00"
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._note_selection([item.nodeid for item in session.items])
@@ -69,16 +72,13 @@ class Accounting:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        from pytest_libero.plugin import RESUMED_KEY
-
         node.workerinput["libero_run_dir"] = str(self.run_dir.path)
-        resumed: frozenset[str] = self.config.stash.get(RESUMED_KEY, frozenset())
-        node.workerinput["libero_resumed"] = sorted(resumed)
+        node.workerinput["libero_resumed"] = sorted(self.resumed)
 
     # -- outcomes ------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
-        if cell_id_of(crashitem) is None:
+        if self.cell_id_of(crashitem) is None:
             return
         cell = self._cell(crashitem)
         message = f"worker crashed while running {cell}: {report.longreprtext.strip()[:500]}"
@@ -100,7 +100,7 @@ class Accounting:
         return result
 
     def _note_report(self, report: pytest.TestReport) -> None:
-        if cell_id_of(report.nodeid) is None:
+        if self.cell_id_of(report.nodeid) is None:
             return
         row = getattr(report, "libero", None)
         if row is not None:
@@ -126,11 +126,10 @@ class Accounting:
 
     # -- session end ---------------------------------------------------------------------
     def _write_placeholder(self, cell: str, outcome: str, message: str, worker: str) -> None:
-        from pytest_libero.plugin import RUN_KEY
-
-        run = self.config.stash[RUN_KEY]
+        run = self.run
         write_record(self.run_dir, placeholder_record(
-            cell, outcome, message, protocol=run.protocol.as_dict(), identity=run.protocol.identity,
+            cell, outcome, message, adapter=run.adapter, context=run.context, protocol=run.protocol.as_dict(),
+            identity=run.protocol.identity,
             policy_profile={"spec": run.policy.as_dict(), "kind": "unknown"}, worker=worker))
 
     def final_summary(self) -> tuple[dict[str, Any], bytes] | None:
@@ -147,7 +146,7 @@ class Accounting:
                 self._write_placeholder(cell, "env_error", self.unrecorded_errors[nodeid], "main")
             elif self.status.get(nodeid) in (None, "unattempted"):
                 self._write_placeholder(cell, "not_run", "never ran (-x, interrupt, skip or lost worker)", "main")
-        summary = rebuild(self.run_dir.path)
+        summary = rebuild(self.run_dir.path, self.run.adapter)
         self._summary = (summary, (self.run_dir.path / "success_rates.png").read_bytes())
         return self._summary
 
@@ -183,14 +182,9 @@ class Accounting:
             from pytest_libero.results.schedule_summary import lines as schedule_lines
             from pytest_libero.results.telemetry import throughput_lines
 
-            for line in schedule_lines(self._summary[0]):
+            for line in schedule_lines(self._summary[0]) + self.run.adapter.terminal_lines(self._summary[0]):
                 tr.write_line(line)
 
             for line in throughput_lines(self._summary[0].get("throughput") or {}):
                 tr.write_line(line)
-            if self._summary[0].get("libero_plus"):
-                from pytest_libero.benchmarks.libero_plus.results import terminal_lines
-
-                for line in terminal_lines(self._summary[0]["libero_plus"]):
-                    tr.write_line(line)
             tr.write_line(f"LIBERO evidence: {self.run_dir.path} (summary.json, report.html, episodes/, videos/)")

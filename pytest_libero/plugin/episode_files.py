@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_libero.core.benchmark import Unattempted
 from pytest_libero.core.cells import Cell
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.results.files import VideoWriter, adapter_file_hash
 from pytest_libero.plugin.options import LiberoRun
-from pytest_libero.results.records import RunDir, episode_record, write_record
+from pytest_libero.results.records import RunDir, episode_record, placeholder_record, write_record
+from pytest_libero.runtime import gpus
 from pytest_libero.results.summary import episode_row
 
 CONTROL_HZ = 20
@@ -48,7 +50,20 @@ class EpisodeFiles:
                     video = dict(committed, path=str(self.video.path.relative_to(self.run_dir.path)))
             else:
                 self.video.abandon()
-        record = episode_record(result, protocol=self.run.protocol.as_dict(), policy_profile=self.profile,
-                                video=video, worker=self.worker, started=self.started)
+        record = episode_record(result, adapter=self.run.adapter, context=self.run.context,
+                                protocol=self.run.protocol.as_dict(), policy_profile=self.profile, video=video,
+                                worker=self.worker, started=self.started, compute=gpus.record_fields())
+        write_record(self.run_dir, record)
+        return episode_row(self.cell.id, record)
+
+    def write_unattempted(self, refused: Unattempted) -> dict[str, Any]:
+        """Record a cell the benchmark refused to run (not_run, with its reason); return the report row."""
+        if self.video is not None:
+            self.video.abandon()
+        record = placeholder_record(self.cell.id, "not_run", refused.message, adapter=self.run.adapter,
+                                    context=self.run.context, protocol=self.run.protocol.as_dict(),
+                                    identity=self.run.protocol.identity, policy_profile=self.profile,
+                                    worker=self.worker, bulk=False)  # this process may host the policy
+        record["cell"].setdefault("benchmark", {}).update(refused.benchmark_fields)
         write_record(self.run_dir, record)
         return episode_row(self.cell.id, record)

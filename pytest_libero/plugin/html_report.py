@@ -40,4 +40,4 @@ class HtmlReport:
         result = self.accounting.final_summary()
         if result is not None:
             summary_json, chart = result
-            prefix.append(summary_block(summary_json, chart))
+            prefix.append(summary_block(summary_json, chart, self.accounting.run.adapter))

@@ -7,25 +7,25 @@ pytest_configure: before any worker starts and before anything is collected.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from dataclasses import field as dataclasses_field
 from typing import Any
 
 import pytest
 
-from pytest_libero.benchmarks.libero import catalog
+from pytest_libero import benchmarks
+from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.contract import TRACKS
-from pytest_libero.core.fullmode import (add_full_mode_options, check_fast_mode, expand, full_mode_settings,
-                                    parse_int_list)
+from pytest_libero.core.fullmode import add_full_mode_options
 from pytest_libero.core.policy import PolicySpec, parse_policy_kwargs
-from pytest_libero.runtime.policies import check_spec
 from pytest_libero.core.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
-from pytest_libero.runtime.service import DEFAULT_TIMEOUT_S
 from pytest_libero.core.shards import Shard, resolve_shard
+from pytest_libero.errors import OptionError
+from pytest_libero.runtime.policies import check_spec
+from pytest_libero.runtime.service import DEFAULT_TIMEOUT_S
 
 SCOPES = ("development", "task_coverage", "plan")
-DEFAULT_SELECTION = ("libero_10", (0, 1))
-DEVELOPMENT_IDS = range(0, 5)
 
 # Options that mean "this is a LIBERO run" (used to find the evaluation cases when the user
 # named no paths).
@@ -39,7 +39,7 @@ def addoptions(parser: pytest.Parser) -> None:
                     help="Cells to run: development (LIBERO-10 ids 0-4), task_coverage "
                          "(--libero-suite, optional --libero-task-ids) or plan (all 130). "
                          "Default: LIBERO-10 tasks 0 and 1")
-    group.addoption("--libero-suite", dest="libero_suite", choices=catalog.ALL_SUITES, default=None,
+    group.addoption("--libero-suite", dest="libero_suite", choices=_all_suites(), default=None,
                     help="Suite for --libero-scope task_coverage: a standard suite or a LIBERO-PRO one "
                          "(<suite>_lan, _object, _swap, _task)")
     group.addoption("--libero-task-ids", dest="libero_task_ids", default=None, metavar="IDS",
@@ -94,9 +94,26 @@ def addoptions(parser: pytest.Parser) -> None:
                     help=f"Deadline for each bench service reply (default {DEFAULT_TIMEOUT_S:g})")
     add_scale_out_options(group)
     add_full_mode_options(group)
-    from pytest_libero.benchmarks import add_options as add_benchmark_options
-
     add_benchmark_options(group)
+
+
+def _all_suites() -> list[str]:
+    """The suites of every registered benchmark, LIBERO's (standard, then LIBERO-PRO) first."""
+    suites: list[str] = []
+    for adapter in benchmarks.adapters():
+        suites.extend(s for s in adapter.suites() if s not in suites)
+    return suites
+
+
+def add_benchmark_options(group: pytest.OptionGroup) -> None:
+    """--libero-benchmark, and every registered adapter's own options."""
+    names = benchmarks.names()
+    group.addoption("--libero-benchmark", dest="libero_benchmark", choices=names, default=None,
+                    help=f"Benchmark adapter: {', '.join(names)} (default libero: the bundled LIBERO suites; "
+                         "libero_plus: LIBERO-plus's 10,030 perturbed variants, needs --libero-plus-classification)")
+    for adapter in benchmarks.adapters():
+        for spec in adapter.options():
+            group.addoption(*spec.flags, **spec.kwargs)
 
 
 # Default whole-episode deadline: a setup allowance (service start, env build, settling) plus a
@@ -153,8 +170,12 @@ class LiberoRun:
     resume_keep_errors: bool = False
     shard: Shard | None = None
     all_cells: tuple[Cell, ...] = ()  # the selection before sharding (cells when not sharded)
-    benchmark: str = "libero"  # the benchmark adapter (pytest_libero.benchmarks)
-    plus: Any = None  # benchmarks.PlusSettings with --libero-benchmark libero_plus
+    adapter: BenchmarkAdapter = dataclasses_field(default_factory=benchmarks.get)  # the benchmark
+    context: Any = None  # the adapter's own run settings (its Selection's context)
+
+    @property
+    def benchmark(self) -> str:
+        return self.adapter.name
 
     def episode_deadline_s(self, suite: str) -> float:
         """The whole-episode deadline of a cell of `suite`."""
@@ -163,62 +184,18 @@ class LiberoRun:
         return default_episode_timeout_s(self.protocol.control_cap(suite))
 
 
-def parse_task_ids(text: str) -> list[int]:
-    return sorted(parse_int_list("--libero-task-ids", text, "a task index"))
-
-
-def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> tuple[Cell, ...]:
-    """The cells of a selection, in native order (suite order, then task index)."""
-    ids = parse_task_ids(ids_text) if ids_text is not None else None
-    if scope in (None, "plan"):
-        if suite is not None or ids is not None:
-            flag = "--libero-suite" if suite is not None else "--libero-task-ids"
-            raise pytest.UsageError(
-                f"{flag} does not apply to {'--libero-scope plan' if scope else 'the default selection'}; "
-                "use --libero-scope development (LIBERO-10 ids 0-4) or --libero-scope task_coverage "
-                "--libero-suite SUITE")
-        if scope is None:
-            return tuple(Cell(DEFAULT_SELECTION[0], i) for i in DEFAULT_SELECTION[1])
-        return tuple(Cell(e["suite"], e["task_index"]) for e in catalog.entries())
-    if scope == "development":
-        if suite not in (None, "libero_10"):
-            raise pytest.UsageError(f"--libero-suite {suite}: scope development is LIBERO-10 only; "
-                                    "use --libero-scope task_coverage for other suites")
-        wanted: list[int] = ids if ids is not None else list(DEFAULT_SELECTION[1])
-        bad = [i for i in wanted if i not in DEVELOPMENT_IDS]
-        if bad:
-            raise pytest.UsageError(
-                f"--libero-task-ids {ids_text}: task id {bad[0]} is outside scope development, "
-                f"which allows LIBERO-10 task ids 0-4; use --libero-scope task_coverage "
-                "--libero-suite libero_10 for the others")
-        return tuple(Cell("libero_10", i) for i in wanted)
-    if suite is None:
-        raise pytest.UsageError("--libero-scope task_coverage needs --libero-suite "
-                                f"(one of {', '.join(catalog.SUITES)})")
-    available: list[int] = [e["task_index"] for e in catalog.entries(suite)]
-    wanted = ids if ids is not None else available
-    bad = [i for i in wanted if i not in available]
-    if bad:
-        raise pytest.UsageError(f"--libero-task-ids {ids_text}: {suite} has task ids "
-                                f"0-{len(available) - 1}, not {bad[0]}")
-    return tuple(Cell(suite, i) for i in wanted)
-
-
 def build_run(config: pytest.Config) -> LiberoRun:
     opt = config.getoption
     from pytest_libero import benchmarks
 
     scope = opt("libero_scope")
-    benchmark = opt("libero_benchmark") or "libero"
-    plus = None
-    if benchmark == "libero_plus":
-        if opt("libero_mode") == "full":
-            raise pytest.UsageError("--libero-mode full does not apply to --libero-benchmark libero_plus: LIBERO-plus "
-                                    "runs one trial per variant (its own protocol); drop --libero-mode full")
-        cells, plus = benchmarks.plus_selection(config)
-    else:
-        benchmarks.check_libero_options(config)
-        cells = select_cells(scope, opt("libero_suite"), opt("libero_task_ids"))
+    try:
+        adapter = benchmarks.get(opt("libero_benchmark"))
+        _refuse_other_adapters_options(config, adapter)
+        selection = adapter.select(_settings(config))
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    cells = selection.cells
     budget = opt("libero_budget")
     replan = opt("libero_replan_interval")
     calls = opt("libero_max_policy_calls")
@@ -242,15 +219,7 @@ def build_run(config: pytest.Config) -> LiberoRun:
     if not policy_timeout > 0:
         raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
     protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls,
-                        track=opt("libero_track"), **benchmarks.protocol_fields(config))
-    if opt("libero_mode") == "full":
-        schedule, seeds, tag_seeds, init_states = full_mode_settings(opt)
-        cells = expand(cells, scope, schedule, seeds, tag_seeds, init_states)
-        settle, settle_action = schedule.settling()
-        protocol = replace(protocol, mode="full", schedule=schedule.name, seeds=seeds, init_states=init_states,
-                           settle_controls=settle, settle_action=settle_action)
-    else:
-        check_fast_mode(opt)
+                        track=opt("libero_track"), **selection.protocol)
     episode_timeout = opt("libero_episode_timeout")
     if episode_timeout is not None and not episode_timeout > 0:
         raise pytest.UsageError(f"--libero-episode-timeout {episode_timeout}: must be a positive number of seconds")
@@ -267,7 +236,23 @@ def build_run(config: pytest.Config) -> LiberoRun:
                      isolation=opt("libero_policy_isolation"), policy_timeout_s=policy_timeout,
                      gpus=opt("libero_gpus"), episode_timeout_s=episode_timeout, resume=opt("libero_resume"),
                      resume_keep_errors=opt("libero_resume_keep_errors"), shard=shard, all_cells=cells,
-                     benchmark=benchmark, plus=plus)
+                     adapter=adapter, context=selection.context)
+
+
+def _settings(config: pytest.Config) -> dict[str, Any]:
+    """Every option's value by dest: what an adapter's selection reads."""
+    return {dest: value for dest, value in vars(config.option).items() if dest.startswith("libero_")}
+
+
+def _refuse_other_adapters_options(config: pytest.Config, chosen: BenchmarkAdapter) -> None:
+    """An option of another benchmark adapter, given a value, is a usage error naming both."""
+    mine = {spec.dest for spec in chosen.options()}
+    for adapter in benchmarks.adapters():
+        if adapter.name == chosen.name:
+            continue
+        for spec in adapter.options():
+            if spec.dest not in mine and config.getoption(spec.dest) != spec.default:
+                raise OptionError(f"{spec.flags[0]} applies only with --libero-benchmark {adapter.name}")
 
 
 def _hook_names(config: pytest.Config) -> list[str]:

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from pytest_libero.errors import LiberoError
 from pytest_libero.core.protocol import setting_differences
-from pytest_libero.core.cells import parse_cell_id
+from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.statistics import ALPHA, Paired, analyse, min_discordant_for_significance
 
 COMPLETED = ("success", "failure", "policy_error")
@@ -58,9 +58,11 @@ def _protocol(run_dir: Path, manifest: dict[str, Any], records: dict[str, dict[s
     return next(iter(found.values()))
 
 
-def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
-    """The paired comparison of two run folders (CompareError when they are not comparable)."""
-    from pytest_libero.benchmarks.libero import catalog
+def compare(run_a: Path, run_b: Path, adapter_for: Callable[[Mapping[str, Any] | None], BenchmarkAdapter]) -> dict[str, Any]:
+    """The paired comparison of two run folders (CompareError when they are not comparable).
+
+    `adapter_for` gives the benchmark adapter of a run's protocol settings (its suite order and
+    per-task groups)."""
     manifest_a, records_a = _load(run_a)
     manifest_b, records_b = _load(run_b)
     protocol_a, protocol_b = _protocol(run_a, manifest_a, records_a), _protocol(run_b, manifest_b, records_b)
@@ -79,9 +81,11 @@ def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
     common = [c for c in done_a if c in done_b]
     if not common:
         raise CompareError(f"{run_a} and {run_b} have no completed cell in common; nothing to pair")
-    order = {s: i for i, s in enumerate(catalog.ALL_SUITES)}
-    parsed = {c: parse_cell_id(c) for c in common}
-    common.sort(key=lambda c: (order.get(parsed[c][0], len(order)), parsed[c][1:], c))  # type: ignore[index]
+    adapter = adapter_for(protocol_a.get("settings"))
+    order = {s: i for i, s in enumerate(adapter.suites())}
+    cell_of = {c: records_a[c]["cell"] for c in common}
+    common.sort(key=lambda c: (order.get(cell_of[c]["suite"], len(order)), cell_of[c]["task_index"],
+                               cell_of[c].get("init_index", 0), c))
 
     def table(cells: list[str]) -> dict[str, Any]:
         pairs = [(done_a[c], done_b[c]) for c in cells]
@@ -92,9 +96,10 @@ def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
     suites: dict[str, list[str]] = {}
     tasks: dict[str, list[str]] = {}
     for cell in common:
-        suite, task, _ = parsed[cell]  # type: ignore[misc]
-        suites.setdefault(suite, []).append(cell)
-        tasks.setdefault(f"{suite}-t{task:02d}", []).append(cell)
+        suites.setdefault(cell_of[cell]["suite"], []).append(cell)
+        label = adapter.task_label(cell_of[cell])
+        if label is not None:
+            tasks.setdefault(label, []).append(cell)
     unpaired = sorted((set(records_a) | set(records_b)) - set(common))
     return {
         "schema_version": 1, "run_a": str(run_a), "run_b": str(run_b),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_libero.errors import LiberoError
+from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import write_bytes_atomic, write_json_atomic
 from pytest_libero.results.records import RunDir
 
@@ -65,8 +66,9 @@ def _link_or_copy(source: Path, target: Path) -> None:
         write_bytes_atomic(target, source.read_bytes())
 
 
-def merge(out_dir: Path, run_dirs: list[Path]) -> dict[str, Any]:
-    """Merge shard folders into `out_dir`; return the rebuilt summary plus `merge` (what came from where)."""
+def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dict[str, Any]:
+    """Merge shard folders of `adapter`'s benchmark into `out_dir`; return the rebuilt summary plus
+    `merge` (what came from where)."""
     from pytest_libero.results.summary import rebuild
 
     loaded = {str(d): _load(d) for d in run_dirs}
@@ -105,6 +107,6 @@ def merge(out_dir: Path, run_dirs: list[Path]) -> dict[str, Any]:
     write_json_atomic(out_dir / "run.json", manifest)
     write_json_atomic(out_dir / "selection.json", {"schema_version": 1, "cells": cells})
     write_json_atomic(out_dir / "merge.json", provenance)
-    summary = rebuild(out_dir)
+    summary = rebuild(out_dir, adapter)
     summary["merge"] = provenance
     return summary

@@ -11,6 +11,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from pytest_libero.core.benchmark import BenchmarkAdapter
+from pytest_libero.core.statistics import rate_text
 from pytest_libero.results.schedule_summary import lines as schedule_lines
 
 _ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
@@ -65,13 +67,6 @@ PAGE = _ENV.from_string("""<!DOCTYPE html>
 """)
 
 
-def _rate(stat: dict[str, Any]) -> str:
-    if stat["rate"] is None:
-        return "-"
-    low, high = stat["ci95"]
-    return f"{100 * stat['rate']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] (n={stat['trials']})"
-
-
 def counters_text(entry: dict[str, Any]) -> str:
     c = entry.get("counters")
     if not c:
@@ -85,20 +80,16 @@ def counters_text(entry: dict[str, Any]) -> str:
     return text
 
 
-def summary_block(summary: dict[str, Any], chart_png: bytes) -> str:
+def summary_block(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkAdapter) -> str:
     groups = list(summary["suites"].items()) + [("overall", summary["overall"])]
     block = SUMMARY_BLOCK.render(
         o=summary["overall"], run=summary.get("run") or {}, identities=summary.get("protocol_identities"),
-        groups=groups, unattempted=summary["unattempted"], rate=_rate, extra_lines=schedule_lines(summary),
+        groups=groups, unattempted=summary["unattempted"], rate=rate_text, extra_lines=schedule_lines(summary),
         chart=base64.b64encode(chart_png).decode())
-    if summary.get("libero_plus"):
-        from pytest_libero.benchmarks.libero_plus.results import html
-
-        block += html(summary["libero_plus"])
-    return block
+    return block + adapter.html_block(summary)
 
 
-def render_page(summary: dict[str, Any], chart_png: bytes) -> str:
-    block = Markup(summary_block(summary, chart_png))
+def render_page(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkAdapter) -> str:
+    block = Markup(summary_block(summary, chart_png, adapter))
     return PAGE.render(run=summary.get("run") or {}, block=block, episodes=summary["episodes"],
                        counters=counters_text)

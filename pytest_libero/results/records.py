@@ -21,10 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import RECORD_SCHEMA_VERSION, versions, write_json_atomic
-from pytest_libero.benchmarks.libero.inventory import UPSTREAM
-from pytest_libero.core.cells import FAST_SEED, parse_cell_id, parse_run_seed
 
 
 
@@ -55,9 +53,10 @@ class RunDir:
         return self.videos / f"{cell_id}.mp4"
 
 
-def machine() -> dict[str, Any]:
+def machine(gpus: list[str]) -> dict[str, Any]:
+    """The machine a run started on; `gpus` as nvidia-smi lists them (pytest_libero.runtime.gpus)."""
     return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "memory_gib": _memory_gib(), "gpus": _gpus(),
+            "memory_gib": _memory_gib(), "gpus": gpus,
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "mujoco_gl": os.environ.get("MUJOCO_GL", "egl (default)")}
 
@@ -71,56 +70,30 @@ def _memory_gib() -> float | None:
     return round(kib / 2**20, 1)
 
 
-def _gpus() -> list[str]:
-    """GPU index, name and UUID from nvidia-smi when there is one; empty on CPU-only machines."""
-    from pytest_libero.runtime.gpus import nvidia_smi_gpus
-
-    return [f"{g.index}, {g.name}, {g.uuid}" for g in nvidia_smi_gpus()]
-
-
 def run_manifest(run_id: str, profile: str, protocol: dict[str, Any], identity: str,
-                 policy: dict[str, Any], argv: list[str]) -> dict[str, Any]:
+                 policy: dict[str, Any], argv: list[str], *, source: Any, gpus: list[str]) -> dict[str, Any]:
     return {"schema_version": RECORD_SCHEMA_VERSION, "run_id": run_id, "profile": profile,
             "protocol": {"identity": identity, "settings": protocol}, "policy": policy,
-            "source": UPSTREAM, "versions": versions(), "command_line": argv, "machine": machine(),
+            "source": dict(source), "versions": versions(), "command_line": argv, "machine": machine(gpus),
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def cell_fields(cell_id: str, bulk: bool = False) -> dict[str, Any]:
-    from pytest_libero.benchmarks.libero_plus import catalog as liberoplus_catalog
-    if liberoplus_catalog.parse_variant_id(cell_id) is not None:
-        return liberoplus_catalog.cell_fields(cell_id, bulk)
-    parsed = parse_cell_id(cell_id)
-    assert parsed is not None, cell_id
-    suite, task, init = parsed
-    entry = catalog.public_entry(suite, task)
-    fields = {"id": cell_id, "suite": suite, "task_index": task, "task_name": entry["task_name"],
-              "language": entry["language"], "init_index": init, "task_order_index": 0,
-              "seed": FAST_SEED}
-    run_seed = parse_run_seed(cell_id)
-    if run_seed is not None:
-        fields["run_seed"] = run_seed  # the schedule repetition (--libero-seeds); "seed" is env.seed
-    return fields
-
-
-def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dict[str, Any],
-                   video: dict[str, Any] | None, worker: str, started: float,
-                   compute: dict[str, Any] | None = None) -> dict[str, Any]:
+def episode_record(result: Any, *, adapter: BenchmarkAdapter, context: Any, protocol: dict[str, Any],
+                   policy_profile: dict[str, Any], video: dict[str, Any] | None, worker: str, started: float,
+                   compute: dict[str, Any]) -> dict[str, Any]:
     """The record of a finished (or failed) episode, from the engine's EpisodeResult.
 
-    `compute` (GPU and rendering backend) defaults to this worker's pinned GPU (pytest_libero.runtime.gpus).
+    The benchmark `adapter` gives the `cell` object and adds its own evidence (`context`: its run
+    settings from the selection).
+    `compute` says where it ran: the GPU and the rendering backend (pytest_libero.runtime.gpus).
     """
-    if compute is None:
-        from pytest_libero.runtime.gpus import record_fields
-
-        compute = record_fields()
     private = dict(result.private)
     timing = dict(result.timing)
     timing["wall_s"] = time.time() - started
     record = {
         "schema_version": RECORD_SCHEMA_VERSION,
-        "cell": dict(cell_fields(result.cell_id), seed=result.seed),
-        "identities": {"source": UPSTREAM, "versions": versions(),
+        "cell": dict(adapter.cell_fields(result.cell_id, protocol, context), seed=result.seed),
+        "identities": {"source": dict(adapter.source), "versions": versions(),
                        "protocol": {"identity": result.protocol_identity, "settings": protocol},
                        "model_profile": policy_profile},
         "private": {k: private.get(k) for k in ("bddl_sha256", "init_states_file_sha256",
@@ -143,28 +116,21 @@ def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dic
         "compute": dict(compute, env_reused=private.get("env_reused")),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    if "benchmark" in record["cell"]:
-        from pytest_libero.benchmarks.libero_plus.results import add_record_fields
-
-        add_record_fields(record, private)
+    adapter.record_fields(record, private)
     return record
 
 
-def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: dict[str, Any],
-                       identity: str, policy_profile: dict[str, Any], worker: str, bulk: bool = True) -> dict[str, Any]:
+def placeholder_record(cell_id: str, outcome: str, message: str, *, adapter: BenchmarkAdapter, context: Any,
+                       protocol: dict[str, Any], identity: str, policy_profile: dict[str, Any], worker: str,
+                       bulk: bool = True) -> dict[str, Any]:
     """A record for an episode nobody could record: a crashed worker's, or one never run.
 
-    `bulk` (the controller, writing many): LIBERO-plus's category table stays read between calls.
-    A worker that may host an in-process policy passes False."""
-    from pytest_libero.core.schedules import env_seed_for
-
-    cell = cell_fields(cell_id, bulk=bulk)
-    env_seed = env_seed_for(protocol, cell_id)
-    if env_seed is not None:
-        cell["seed"] = env_seed
+    `bulk` (the controller, writing many) lets the adapter keep what it reads between calls; a
+    worker that may host an in-process policy passes False."""
+    cell = adapter.cell_fields(cell_id, protocol, context, bulk=bulk)
     return {
         "schema_version": RECORD_SCHEMA_VERSION, "cell": cell,
-        "identities": {"source": UPSTREAM, "versions": versions(),
+        "identities": {"source": dict(adapter.source), "versions": versions(),
                        "protocol": {"identity": identity, "settings": protocol},
                        "model_profile": policy_profile},
         "private": None, "counters": None,

@@ -6,7 +6,7 @@ terminal outcome (success, failure, policy_error; with --libero-resume-keep-erro
 env_error and crashed). Skipped cells are still items: they report what their record says
 without building the policy or starting the simulator, so every count stays
 selected = passed + failed + errored + unattempted. A folder of another protocol or policy is
-refused, naming the settings that differ: results of different identities never mix.
+refused (ResumeRefused), naming the settings that differ: results of different identities never mix.
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pytest_libero.core.protocol import setting_differences
+from pytest_libero.errors import LiberoError
+
+class ResumeRefused(LiberoError):
+    """The folder cannot be continued by this run (the plugin reports it as a usage error)."""
+
 
 COMPLETE = ("success", "failure", "policy_error")
 ERRORS = ("env_error", "crashed")
@@ -27,7 +30,7 @@ def _differences(before: Any, now: Any) -> list[str]:
 
 
 def _refuse(run_dir: Path, what: str, differences: list[str]) -> None:
-    raise pytest.UsageError(
+    raise ResumeRefused(
         f"--libero-resume {run_dir}: its {what} differs from this run's, so its results cannot be continued "
         f"({'; '.join(differences[:8])}). Resume with the original settings, or start a new run")
 
@@ -38,12 +41,12 @@ def completed_cells(run_dir: Path, protocol: dict[str, Any], identity: str, poli
     from pytest_libero.results.summary import load_run
 
     if not run_dir.is_dir():
-        raise pytest.UsageError(f"--libero-resume {run_dir}: no such folder; pass reports/<profile>/<run-id> "
+        raise ResumeRefused(f"--libero-resume {run_dir}: no such folder; pass reports/<profile>/<run-id> "
                                 "of the run to continue")
     manifest, _, records, _ = load_run(run_dir)
     if not manifest and not records and not (run_dir / "selection.json").exists():
         if any(run_dir.iterdir()):
-            raise pytest.UsageError(f"--libero-resume {run_dir}: not a pytest-libero run folder (no run.json, "
+            raise ResumeRefused(f"--libero-resume {run_dir}: not a pytest-libero run folder (no run.json, "
                                     "selection.json or episodes/)")
         return {}
     if manifest:

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.core.cells import parse_run_seed
 Group = Callable[[list[str]], dict[str, Any]]
 
@@ -53,7 +52,7 @@ def spread(rates: list[float]) -> dict[str, Any]:
     return {"mean": mean, "sd": sd, "sem": sem, "n_seeds": len(rates)}
 
 
-def seeds_block(cells: list[str], group: Group) -> dict[str, Any] | None:
+def seeds_block(cells: list[str], group: Group, suite_order: Sequence[str]) -> dict[str, Any] | None:
     """Per run seed: overall and per-suite groups; across seeds: mean and spread. None without seed ids."""
     by_seed: dict[int, list[str]] = {}
     for cell in cells:
@@ -64,10 +63,10 @@ def seeds_block(cells: list[str], group: Group) -> dict[str, Any] | None:
         return None
     per_seed: dict[str, Any] = {}
     for seed, seed_cells in by_seed.items():
-        suites = {s: group([c for c in seed_cells if c.startswith(s + "-")]) for s in catalog.ALL_SUITES}
+        suites = {s: group([c for c in seed_cells if c.startswith(s + "-")]) for s in suite_order}
         per_seed[str(seed)] = {"overall": group(seed_cells),
                                "suites": {s: g for s, g in suites.items() if g["selected"]}}
-    names = sorted({s for block in per_seed.values() for s in block["suites"]}, key=catalog.ALL_SUITES.index)
+    names = sorted({s for block in per_seed.values() for s in block["suites"]}, key=list(suite_order).index)
 
     def across(suite: str | None) -> dict[str, Any]:
         """Spread of the per-seed rates, overall (suite None) or of one suite."""
@@ -79,46 +78,17 @@ def seeds_block(cells: list[str], group: Group) -> dict[str, Any] | None:
             "per_seed": per_seed, "mean": {"overall": across(None), "suites": {s: across(s) for s in names}}}
 
 
-def perturbations_block(suites: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """LIBERO-PRO suites per perturbation beside their base suite, with the rate difference."""
-    found: dict[str, Any] = {}
-    for name, g in suites.items():
-        kind = catalog.perturbation(name)
-        if kind is None:
-            continue
-        base = catalog.base_suite(name)
-        row = found.setdefault(base, {"base": _brief(suites.get(base)), "perturbations": {}})
-        entry = _brief(g)
-        assert entry is not None
-        base_rate = row["base"]["rate"] if row["base"] else None
-        entry["difference_vs_base"] = (None if entry["rate"] is None or base_rate is None
-                                       else entry["rate"] - base_rate)
-        row["perturbations"][kind] = entry
-    return found or None
-
-
-def _brief(group: dict[str, Any] | None) -> dict[str, Any] | None:
-    if group is None:
-        return None
-    stat = group["success_rate_errors_excluded"]
-    return {"rate": stat["rate"], "ci95": stat["ci95"], "successes": stat["successes"], "trials": stat["trials"],
-            "selected": group["selected"]}
-
-
-def extend(summary: dict[str, Any], cells: list[str], group: Group) -> None:
-    """Add `schedule`, and `seeds` / `perturbations` where they apply, to a summary in place."""
+def extend(summary: dict[str, Any], cells: list[str], group: Group, suite_order: Sequence[str]) -> None:
+    """Add `schedule`, and `seeds` where it applies, to a summary in place."""
     settings = ((summary.get("run") or {}).get("protocol") or {}).get("settings")
     summary["schedule"] = schedule_block(settings)
-    seeds = seeds_block(cells, group)
+    seeds = seeds_block(cells, group, suite_order)
     if seeds is not None:
         summary["seeds"] = seeds
-    perturbations = perturbations_block(summary["suites"])
-    if perturbations is not None:
-        summary["perturbations"] = perturbations
 
 
 def lines(summary: dict[str, Any]) -> list[str]:
-    """Terminal lines: the schedule, the seeds' mean and spread, the perturbations."""
+    """Terminal lines: the schedule, and the seeds' mean and spread."""
     out = [f"LIBERO schedule: {summary['schedule']['text']}"] if summary.get("schedule") else []
     seeds = summary.get("seeds")
     if seeds:
@@ -131,9 +101,4 @@ def lines(summary: dict[str, Any]) -> list[str]:
             sd = "" if mean["sd"] is None else f" +- {100 * mean['sd']:.1f} (sd), sem {100 * mean['sem']:.1f}"
             parts.append(f"mean {100 * mean['mean']:.1f}%{sd} over {mean['n_seeds']} seeds")
         out.append("LIBERO seeds: " + "; ".join(parts))
-    for base, row in (summary.get("perturbations") or {}).items():
-        def pct(entry: dict[str, Any] | None) -> str:
-            return "-" if not entry or entry["rate"] is None else f"{100 * entry['rate']:.1f}% (n={entry['trials']})"
-        kinds = ", ".join(f"{k} {pct(e)}" for k, e in row["perturbations"].items())
-        out.append(f"LIBERO-PRO {base}: base {pct(row['base'])}; {kinds}")
     return out

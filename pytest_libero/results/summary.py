@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from pytest_libero.benchmarks.libero.catalog import ALL_SUITES
+from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import is_temporary, write_bytes_atomic, write_json_atomic
 from pytest_libero.results.records import RunDir
 from pytest_libero.results.telemetry import throughput
@@ -63,7 +63,8 @@ def _read(path: Path) -> Any:
         return None
 
 
-def _group(cells: list[str], records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """Counts, both success rates with Wilson intervals and the median first-success control of `cells`."""
     counts = {"selected": len(cells), "passed": 0, "failed": 0, "errored": 0, "unattempted": 0}
     by_outcome = dict.fromkeys(STATUS, 0)
     first_success = []
@@ -87,26 +88,28 @@ def _group(cells: list[str], records: dict[str, dict[str, Any]]) -> dict[str, An
     }
 
 
-def build_summary(run_dir: Path) -> dict[str, Any]:
+def build_summary(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
+    """summary.json of a run folder of `adapter`'s benchmark."""
     manifest, selection, records, problems = load_run(run_dir)
     cells = list(selection) + [c for c in records if c not in selection]
-    suites = {s: _group([c for c in cells if c.startswith(s + "-")], records) for s in ALL_SUITES}
+    suites = {s: group_stats([c for c in cells if c.startswith(s + "-")], records) for s in adapter.suites()}
     identities = sorted({r["identities"]["protocol"]["identity"] for r in records.values()})
-    from pytest_libero.benchmarks.libero_plus import results as liberoplus_summary
-    plus = liberoplus_summary.results(cells, records)
     summary = {
-        "schema_version": SUMMARY_SCHEMA_VERSION, "run": manifest, "overall": _group(cells, records),
+        "schema_version": SUMMARY_SCHEMA_VERSION, "run": manifest, "overall": group_stats(cells, records),
         "suites": {s: g for s, g in suites.items() if g["selected"]},
         "protocol_identities": identities,
         "episodes": [episode_row(cell, records.get(cell)) for cell in cells],
         "unattempted": [c for c in cells if c not in records or records[c]["outcome"]["outcome"] == "not_run"],
         "unreadable_records": problems,
         "throughput": throughput(records),
-        **({"libero_plus": plus} if plus is not None else {}),
     }
     from pytest_libero.results.schedule_summary import extend
 
-    extend(summary, cells, lambda group_cells: _group(group_cells, records))
+    def group(group_cells: list[str]) -> dict[str, Any]:
+        return group_stats(group_cells, records)
+
+    extend(summary, cells, group, adapter.suites())
+    summary.update(adapter.summary_blocks(cells, records, group, summary))
     return summary
 
 
@@ -153,11 +156,11 @@ def success_chart_png(summary: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def rebuild(run_dir: Path) -> dict[str, Any]:
+def rebuild(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
     """Write summary.json, success_rates.png and report.html into the run folder."""
     from pytest_libero.results.page import render_page
 
-    summary = build_summary(run_dir)
+    summary = build_summary(run_dir, adapter)
     if len(summary["protocol_identities"]) > 1:
         from pytest_libero.errors import LiberoError
 
@@ -166,5 +169,5 @@ def rebuild(run_dir: Path) -> dict[str, Any]:
     write_json_atomic(run_dir / "summary.json", summary)
     chart = success_chart_png(summary)
     write_bytes_atomic(run_dir / "success_rates.png", chart)
-    write_bytes_atomic(run_dir / "report.html", render_page(summary, chart).encode())
+    write_bytes_atomic(run_dir / "report.html", render_page(summary, chart, adapter).encode())
     return summary

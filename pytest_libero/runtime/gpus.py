@@ -62,6 +62,11 @@ def nvidia_smi_gpus() -> list[Gpu]:
     return list(_nvidia_smi_gpus())
 
 
+def nvidia_smi_descriptions() -> list[str]:
+    """'index, name, UUID' of each GPU nvidia-smi lists (the run manifest's machine.gpus)."""
+    return [f"{g.index}, {g.name}, {g.uuid}" for g in nvidia_smi_gpus()]
+
+
 @functools.cache
 def _nvidia_smi_gpus() -> tuple[Gpu, ...]:
     # Asked once per process: GPU discovery and the run manifest both want the list.

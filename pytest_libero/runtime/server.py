@@ -16,15 +16,17 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from pytest_libero.benchmarks import service_module
+# The worker names the benchmark's service module in the service's environment
+# (pytest_libero.benchmarks.service_env); LIBERO's when it names none.
+SERVICE_MODULE_ENV = "PYTEST_LIBERO_SERVICE_MODULE"
+DEFAULT_SERVICE_MODULE = "pytest_libero.benchmarks.libero.service"
 
 
 def serve(conn: Any) -> None:
     """Answer requests until `close` or until the pipe closes."""
     import importlib
 
-    # The benchmark adapter's module (pytest_libero.benchmarks; bench_libero by default).
-    adapter = importlib.import_module(service_module())
+    adapter = importlib.import_module(os.environ.get(SERVICE_MODULE_ENV) or DEFAULT_SERVICE_MODULE)
     with tempfile.TemporaryDirectory(prefix="pytest-libero-service-") as work_dir:
         startup_error: Exception | None = None
         try:
@@ -51,7 +53,9 @@ def _answer(conn: Any, adapter: Any, startup_error: Exception | None = None) -> 
         except Exception as exc:  # noqa: BLE001
             startup_error = exc
     # Every service module offers: prepare_process_environment, import_simulator, EnvCache,
-    # Episode (built by `start`; submit/finish/close), check_sources and SERVICE_OPS (its extra requests).
+    # Episode (built by `start`; submit/finish/close), check_sources(cache) and SERVICE_OPS (its
+    # extra requests, each called as op(cache, payload)). What a module keeps between requests
+    # lives on its EnvCache, made once per process here.
     episode_class, check_sources, extra_ops = adapter.Episode, adapter.check_sources, adapter.SERVICE_OPS
 
     cache = adapter.EnvCache()
@@ -80,9 +84,9 @@ def _answer(conn: Any, adapter: Any, startup_error: Exception | None = None) -> 
                 assert episode is not None, "finish before start"
                 value, episode = episode.finish(**(payload or {})), None
             elif op == "check_sources":
-                value = check_sources()
+                value = check_sources(cache)
             elif op in extra_ops:
-                value = extra_ops[op](payload)
+                value = extra_ops[op](cache, payload)
             elif op == "close":
                 conn.send(("ok", None))
                 break

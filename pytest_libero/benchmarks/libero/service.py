@@ -464,10 +464,10 @@ class LiberoEpisode:
 # The service module's interface (pytest_libero.runtime.server): the episode class, the installed-files
 # check and no extra requests.
 Episode = LiberoEpisode
-SERVICE_OPS: dict[str, Callable[[Any], Any]] = {}
+SERVICE_OPS: dict[str, Callable[[Any, Any], Any]] = {}
 
 
-def check_sources() -> str | None:
+def check_sources(cache: EnvCache | None = None) -> str | None:
     """The installed-files check, run here so the worker never holds LIBERO's file paths."""
     from pytest_libero.errors import InventoryMismatch
     from pytest_libero.benchmarks.libero.inventory import check_installation

@@ -150,16 +150,6 @@ def load_classification(path: str | Path, names: dict[str, list[str]] | None = N
     return result
 
 
-# The classification file of this run (set once at configuration) and record fields from it.
-_classification_path: str | None = None
-_cached: dict[str, list[tuple[str, int | None]]] | None = None
-
-
-def use_classification(path: str | None) -> None:
-    global _classification_path, _cached
-    _classification_path, _cached = path, None
-
-
 @functools.cache
 def public_variants() -> dict[str, tuple[tuple[str, str], ...]]:
     """(name, instruction) of every variant by suite: the catalog's public part (no file names)."""
@@ -167,35 +157,34 @@ def public_variants() -> dict[str, tuple[tuple[str, str], ...]]:
     return {s: tuple((e["name"], instruction(e)) for e in catalog["suites"][s]) for s in SUITES}
 
 
-def classification_of(suite: str, task_index: int, bulk: bool = False) -> tuple[str | None, int | None]:
-    """(category, difficulty) of a variant from this run's classification file; (None, None) if unknown.
+def read_classification(path: str | None) -> dict[str, list[tuple[str, int | None]]] | None:
+    """{suite: [(category, difficulty) by task index]} of an already validated classification file;
+    None when there is none or it can no longer be read."""
+    if path is None:
+        return None
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        return {s: [(e["category"], e["difficulty_level"]) for e in raw[s]] for s in SUITES}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
-    Read from disk per call, so a process that hosts an in-process policy holds no variant-to-
-    category table between episodes; `bulk` (the controller writing many placeholder records after
-    the episodes) keeps the table until use_classification is called again.
+
+def cell_fields(cell_id: str, classification: str | None, table: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The record's `cell` object of a LIBERO-plus variant (catalog file names read, not kept).
+
+    The category comes from the classification file, read per call unless the caller keeps the
+    table in `table` (a dict it owns, filled on first use): a process that may host an
+    in-process policy passes None, so no variant-to-category table stays in its heap.
     """
-    global _cached
-    if _classification_path is None:
-        return None, None
-    table = _cached
-    if table is None:
-        try:
-            raw = json.loads(Path(_classification_path).read_text(encoding="utf-8"))
-            table = {s: [(e["category"], e["difficulty_level"]) for e in raw[s]] for s in SUITES}
-        except (OSError, ValueError, KeyError, TypeError):
-            return None, None
-        if bulk:
-            _cached = table
-    return table[suite][task_index]
-
-
-def cell_fields(cell_id: str, bulk: bool = False) -> dict[str, Any]:
-    """The record's `cell` object of a LIBERO-plus variant (catalog file names read, not kept)."""
     parsed = parse_variant_id(cell_id)
-    assert parsed is not None, cell_id
+    if parsed is None:
+        raise ValueError(f"{cell_id!r} is not a LIBERO-plus variant id (libero_plus-<suite>-vNNNNN)")
     suite, index = parsed
     name, language = public_variants()[suite][index]
-    category, level = classification_of(suite, index, bulk)
+    if table is not None and classification not in table:
+        table[classification] = read_classification(classification)
+    rows = table[classification] if table is not None else read_classification(classification)
+    category, level = rows[suite][index] if rows is not None else (None, None)
     return {"id": cell_id, "suite": suite, "task_index": index, "task_name": name, "language": language,
             "init_index": 0, "task_order_index": 0, "seed": PlusCell(suite, index).seed,
             "benchmark": {"name": BENCHMARK, "variant_id": index + 1, "category": category,

@@ -7,13 +7,15 @@ per-suite, per-difficulty and overall rows, and the variants skipped for missing
 
 from __future__ import annotations
 
-import os
 from collections import Counter
-from typing import Any
+from typing import Any, Mapping
 
 import jinja2
 
 from pytest_libero.benchmarks.libero_plus import catalog as lp
+from pytest_libero.core.benchmark import Group, Unattempted
+from pytest_libero.core.statistics import rate_text
+
 UNKNOWN = "unknown"
 
 
@@ -24,28 +26,18 @@ def assets_message(missing: list[str], folder: str) -> str:
             "LIBERO-plus asset archive (--libero-plus-assets DIR)")
 
 
-def record_if_assets_missing(run_dir: Any, run: Any, cell: Any, service: Any, policy: Any) -> dict[str, Any] | None:
-    """Ask the bench service for the variant's missing files; if any, record it unattempted (not_run)
-    and return its report row (the caller skips the item); None when every file is there."""
-    from pytest_libero.core.policy import profile_of
-    from pytest_libero.results.summary import episode_row
-    from pytest_libero.results.records import placeholder_record, write_record
-
+def unattempted(service: Any, cell: Any) -> Unattempted | None:
+    """Ask the bench service for the variant's missing files; if any, the cell is never run
+    (recorded unattempted, with the files named); None when every file is there."""
     answer = service.request("check_assets", {"suite": cell.suite, "task_index": cell.task_index})
     missing: list[str] = answer["missing"]
     if not missing:
         return None
-    message = assets_message(missing, answer["folder"])
-    record = placeholder_record(cell.id, "not_run", message, protocol=run.protocol.as_dict(),
-                                identity=run.protocol.identity, policy_profile=profile_of(policy, run.policy),
-                                worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
-                                bulk=False)  # this process may host an in-process policy: keep no category table
-    record["cell"]["benchmark"]["assets"] = {"status": "missing", "folder": answer["folder"], "missing": missing}
-    write_record(run_dir, record)
-    return episode_row(cell.id, record)
+    return Unattempted(assets_message(missing, answer["folder"]),
+                       {"assets": {"status": "missing", "folder": answer["folder"], "missing": missing}})
 
 
-def add_record_fields(record: dict[str, Any], private: dict[str, Any]) -> None:
+def add_record_fields(record: dict[str, Any], private: Mapping[str, Any]) -> None:
     """The service's LIBERO-plus evidence on a finished episode's record (cell.benchmark)."""
     benchmark = record["cell"].get("benchmark")
     if benchmark is None:
@@ -63,10 +55,8 @@ def _key(record: dict[str, Any] | None) -> tuple[str, int | None, str | None]:
             ((benchmark.get("assets") or {}).get("status")))
 
 
-def results(cells: list[str], records: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def results(cells: list[str], records: Mapping[str, dict[str, Any]], group: Group) -> dict[str, Any] | None:
     """The LIBERO-plus block of summary.json; None when the run has no LIBERO-plus cell."""
-    from pytest_libero.results.summary import _group
-
     plus = [c for c in cells if lp.parse_variant_id(c) is not None]
     if not plus:
         return None
@@ -78,10 +68,10 @@ def results(cells: list[str], records: dict[str, dict[str, Any]]) -> dict[str, A
                 members = [c for c, (s, k, d, _) in info.items() if (s, k, d) == (suite, category, level)]
                 if members:
                     table.append({"suite": suite, "category": category, "difficulty": level,
-                                  **_group(members, records)})
+                                  **group(members)})
 
     def rows(index: int, values: tuple[Any, ...]) -> dict[str, Any]:
-        return {str(v): _group([c for c, i in info.items() if i[index] == v], records)
+        return {str(v): group([c for c, i in info.items() if i[index] == v])
                 for v in values if any(i[index] == v for i in info.values())}
 
     skipped = [c for c, i in info.items() if i[3] == "missing"]
@@ -93,7 +83,7 @@ def results(cells: list[str], records: dict[str, dict[str, Any]]) -> dict[str, A
         "by_category": rows(1, (*lp.CATEGORIES, UNKNOWN)),
         "by_suite": rows(0, lp.SUITES),
         "by_difficulty": rows(2, (*lp.DIFFICULTIES, None)),
-        "overall": _group(plus, records),
+        "overall": group(plus),
         "skipped_for_assets": {
             "count": len(skipped),
             "by_category": dict(Counter(info[c][1] for c in skipped)),
@@ -106,9 +96,7 @@ def results(cells: list[str], records: dict[str, dict[str, Any]]) -> dict[str, A
 
 def terminal_lines(plus: dict[str, Any]) -> list[str]:
     """Per-category results and the variants skipped for assets, for the terminal summary."""
-    from pytest_libero.results.page import _rate
-
-    lines = [f"LIBERO-plus {name}: {_rate(g['success_rate_errors_excluded'])}, {g['unattempted']} unattempted"
+    lines = [f"LIBERO-plus {name}: {rate_text(g['success_rate_errors_excluded'])}, {g['unattempted']} unattempted"
              for name, g in plus["by_category"].items()]
     skipped = plus["skipped_for_assets"]
     if skipped["count"]:
@@ -150,6 +138,4 @@ BLOCK = _ENV.from_string("""
 
 
 def html(plus: dict[str, Any]) -> str:
-    from pytest_libero.results.page import _rate
-
-    return BLOCK.render(p=plus, rate=_rate)
+    return BLOCK.render(p=plus, rate=rate_text)

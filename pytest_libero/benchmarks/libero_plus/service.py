@@ -25,7 +25,7 @@ import pickle
 import time
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from pytest_libero.benchmarks.libero_plus import catalog as lp
 from pytest_libero.benchmarks.libero.service import EnvCache as LiberoEnvCache
 from pytest_libero.benchmarks.libero.service import LiberoEpisode
 from pytest_libero.benchmarks.libero.service import prepare_process_environment as _prepare_libero
-from pytest_libero.benchmarks import SERVICE_ASSETS_ENV
+from pytest_libero.benchmarks.libero_plus.options import SERVICE_ASSETS_ENV
 from pytest_libero.core.contract import IMAGE_SHAPE, images_from_native
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.core.hashing import sha256_array, sha256_file
@@ -96,26 +96,24 @@ def prepare_process_environment(work_dir: str) -> None:
     os.environ["LIBERO_CONFIG_PATH"] = str(config_dir)
 
 
-class _State:
-    """What the service keeps between requests: the catalog, the package and the linked assets."""
+class Resources:
+    """What the service keeps between requests (held by its EnvCache): the frozen catalog, the
+    installed package and the linked asset folder."""
 
-    catalog: dict[str, Any] | None = None
-    package: Path | None = None
-    assets: Path | None = None
-    assets_kind: str = ""
+    def __init__(self) -> None:
+        self.package = build.package_dir()
+        self.assets, self.assets_kind = link_assets(self.package, os.environ.get(SERVICE_ASSETS_ENV))
+        self.catalog = lp.load_catalog()
 
-
-def _setup() -> type[_State]:
-    if _State.catalog is None:
-        _State.package = build.package_dir()
-        _State.assets, _State.assets_kind = link_assets(_State.package, os.environ.get(SERVICE_ASSETS_ENV))
-        _State.catalog = lp.load_catalog()
-    return _State
+    def missing_assets(self, suite: str, task_index: int) -> list[str]:
+        """The variant's required files (relative to the asset folder) that are not there."""
+        entry = lp.variant(self.catalog, suite, task_index)
+        return [file for file in entry["assets"] if not (self.assets / file).exists()]
 
 
 def import_simulator() -> None:
     """Link the assets, then import LIBERO-plus's environments (robosuite, MuJoCo, EGL, Wand)."""
-    _setup()
+    link_assets(build.package_dir(), os.environ.get(SERVICE_ASSETS_ENV))
     try:
         import liberoplus.liberoplus.envs  # noqa: F401
     except ImportError as exc:
@@ -125,23 +123,14 @@ def import_simulator() -> None:
         raise
 
 
-def missing_assets(suite: str, task_index: int) -> list[str]:
-    """The variant's required files (relative to the asset folder) that are not there."""
-    state = _setup()
-    assert state.catalog is not None and state.assets is not None
-    entry = lp.variant(state.catalog, suite, task_index)
-    return [file for file in entry["assets"] if not (state.assets / file).exists()]
+def check_assets(cache: EnvCache, payload: dict[str, Any]) -> dict[str, Any]:
+    state = cache.resources()
+    return {"missing": state.missing_assets(payload["suite"], payload["task_index"]), "folder": state.assets_kind}
 
 
-def check_assets(payload: dict[str, Any]) -> dict[str, Any]:
-    state = _setup()
-    return {"missing": missing_assets(payload["suite"], payload["task_index"]), "folder": state.assets_kind}
-
-
-def check_sources() -> str | None:
+def check_sources(cache: EnvCache) -> str | None:
     """The frozen catalog checked against the installed package's task map (names and files)."""
-    state = _setup()
-    assert state.catalog is not None and state.package is not None
+    state = cache.resources()
     installed = build.installed_task_map(state.package)
     for suite in lp.SUITES:
         names = [e["name"] for e in state.catalog["suites"][suite]]
@@ -151,7 +140,7 @@ def check_sources() -> str | None:
     return None
 
 
-SERVICE_OPS = {"check_assets": check_assets}
+SERVICE_OPS: dict[str, Callable[[Any, Any], Any]] = {"check_assets": check_assets}
 
 
 def load_init_states(path: Path) -> np.ndarray:
@@ -190,6 +179,12 @@ class EnvCache(LiberoEnvCache):
 
     def __init__(self) -> None:
         super().__init__(lean_reset=False)
+        self._resources: Resources | None = None
+
+    def resources(self) -> Resources:
+        if self._resources is None:
+            self._resources = Resources()
+        return self._resources
 
     def _build(self, bddl_path: str) -> Any:
         env = make_native_env(bddl_path)
@@ -220,11 +215,11 @@ class Episode(LiberoEpisode):
                  options: dict[str, Any] | None = None, settle_action: list[float] | None = None) -> None:
         start = time.perf_counter()
         options = dict(options or {})
-        state = _setup()
-        assert state.catalog is not None and state.package is not None
+        cache = cache if isinstance(cache, EnvCache) else EnvCache()
+        state = cache.resources()
         suite, task_index = cell["suite"], cell["task_index"]
         entry = lp.variant(state.catalog, suite, task_index)
-        missing = missing_assets(suite, task_index)
+        missing = state.missing_assets(suite, task_index)
         if missing:
             raise AssetsMissing(f"missing LIBERO-plus asset file {missing[0]}"
                                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
@@ -238,7 +233,7 @@ class Episode(LiberoEpisode):
             "source_mismatch": [],
             "assets": state.assets_kind,
         }
-        self._take_env(str(bddl_path), control_cap, track, cache if cache is not None else EnvCache(), reuse_env)
+        self._take_env(str(bddl_path), control_cap, track, cache, reuse_env)
         self.noise = int(getattr(self.env, "pytest_libero_noise", 0) or 0)
         self.language = self.env.language_instruction if options.get("clean_instructions") else lp.instruction(entry)
         self.language = " ".join(str(self.language).split())
