@@ -18,10 +18,11 @@ class EpisodeFiles:
     """Owns the files of one episode: the MP4 while it grows, then the record that names it."""
 
     def __init__(self, run_dir: RunDir, run: LiberoRun, cell: Cell, policy: Any, worker: str,
-                 started: float) -> None:
+                 started: float, compute: dict[str, Any]) -> None:
         from pytest_libero.core.policy import profile_of
 
         self.run_dir, self.run, self.cell, self.worker, self.started = run_dir, run, cell, worker, started
+        self.compute = compute  # where it runs: the GPU and rendering backend (plugin.gpus.record_fields)
         # An isolated policy's adapter file is hashed in its own process (it is in its profile).
         hashes = {} if run.isolation == "process" else adapter_file_hash(policy)
         self.profile = dict(profile_of(policy, run.policy), **hashes)
@@ -49,6 +50,6 @@ class EpisodeFiles:
             else:
                 self.video.abandon()
         record = episode_record(result, protocol=self.run.protocol.as_dict(), policy_profile=self.profile,
-                                video=video, worker=self.worker, started=self.started)
+                                video=video, worker=self.worker, started=self.started, compute=self.compute)
         write_record(self.run_dir, record)
         return episode_row(self.cell.id, record)

@@ -105,15 +105,11 @@ def cell_fields(cell_id: str, bulk: bool = False) -> dict[str, Any]:
 
 def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dict[str, Any],
                    video: dict[str, Any] | None, worker: str, started: float,
-                   compute: dict[str, Any] | None = None) -> dict[str, Any]:
+                   compute: dict[str, Any]) -> dict[str, Any]:
     """The record of a finished (or failed) episode, from the engine's EpisodeResult.
 
-    `compute` (GPU and rendering backend) defaults to this worker's pinned GPU (pytest_libero.runtime.gpus).
+    `compute` says where it ran: the GPU and rendering backend (pytest_libero.runtime.gpus.record_fields).
     """
-    if compute is None:
-        from pytest_libero.runtime.gpus import record_fields
-
-        compute = record_fields()
     private = dict(result.private)
     timing = dict(result.timing)
     timing["wall_s"] = time.time() - started
