@@ -43,6 +43,7 @@ from pytest_libero.core.protocol import Protocol
 from pytest_libero.benchmarks.libero.service import LEAN_RESET_ENV
 from pytest_libero.benchmarks.libero.reference import ReplayPolicy, native_rollout
 from pytest_libero.core.rollout import run_episode
+from pytest_libero.runtime.gpus import record_fields  # this script pins no GPU: the records say CPU
 from pytest_libero.runtime.service import DEFAULT_MAX_RSS_MIB, BenchService, rss_mib
 
 
@@ -187,7 +188,7 @@ class Plugin:
         start = time.perf_counter()
         policy = ReplayPolicy(chunks)
         files = EpisodeFiles(RunDir(self.out / self.mode.name), self.run, cell, policy, worker="bench",
-                             started=time.time())
+                             started=time.time(), compute=record_fields(None))
         result = run_episode(self.service, policy, cell, self.protocol, on_frame=files.frame,
                              video_rate=self.video_rate, reuse_env=self.reuse)
         files.write(result)
@@ -219,7 +220,7 @@ def measure_rss(cells: list[Cell], episodes: int, protocol: Protocol, replan: in
             cell = cells[index % len(cells)]
             policy = ReplayPolicy(chunks)
             files = EpisodeFiles(RunDir(out / "rss"), run, Cell(cell.suite, cell.task_index, index % 3), policy,
-                                 worker="bench", started=time.time())
+                                 worker="bench", started=time.time(), compute=record_fields(None))
             files.write(run_episode(service, policy, Cell(cell.suite, cell.task_index, index % 3), protocol,
                                     on_frame=files.frame))
             assert service.pid is not None

@@ -109,17 +109,18 @@ def test_a_failed_service_start_up_is_the_answer_to_every_request_not_a_dead_ser
     import threading
     from multiprocessing import Pipe
 
-    from pytest_libero.runtime.server import _answer
+    from pytest_libero.runtime.channel import Channel, RemoteError
+    from pytest_libero.runtime.server import answer
 
     worker, service = Pipe()
-    thread = threading.Thread(target=_answer, args=(service, _FailingAdapter), daemon=True)
+    thread = threading.Thread(target=answer, args=(service, _FailingAdapter), daemon=True)
     thread.start()
+    channel = Channel(worker)
     for op in ("check_sources", "start"):
-        worker.send((op, {}))
-        assert worker.poll(10), f"no answer to {op!r}: the service died on its failed start-up"
-        status, kind, message, _ = worker.recv()
-        assert (status, kind) == ("error", "EnvironmentFault") and "apt-get install libmagickwand" in message
-    worker.send(("close", None))
-    assert worker.poll(10) and worker.recv() == ("ok", None)
+        # NoReply here would mean the service died on its failed start-up.
+        with pytest.raises(RemoteError) as info:
+            channel.request(op, {}, timeout_s=10)
+        assert info.value.type_name == "EnvironmentFault" and "apt-get install libmagickwand" in info.value.message
+    assert channel.request("close", None, timeout_s=10) is None
     thread.join(timeout=10)
     assert not thread.is_alive()

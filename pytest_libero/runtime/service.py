@@ -7,15 +7,13 @@ one. The policy never holds this object's process or pipe.
 
 from __future__ import annotations
 
-import subprocess
 import time
-from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
-from pytest_libero.runtime import child
 from pytest_libero.errors import EnvironmentFault
+from pytest_libero.runtime.channel import Channel, NoReply, PeerDied, RemoteError
 
 DEFAULT_TIMEOUT_S = 600.0
 # Building and closing MuJoCo/EGL environments leaves memory behind in the service process: on
@@ -49,26 +47,26 @@ class BenchService:
         self.env = dict(env or {})
         # time.monotonic() by which the current episode must end (set by the engine); None: no limit.
         self.deadline: float | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._conn: Connection | None = None
+        self._channel: Channel | None = None
         self.restarts = 0
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+        return self._channel.pid if self._channel is not None else None
 
-    def _ensure_started(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            return
-        if self._process is not None:
+    def _ensure_started(self) -> Channel:
+        if self._channel is not None and self._channel.alive:
+            return self._channel
+        if self._channel is not None:
             self.restarts += 1
         self._discard()
-        self._process, self._conn = child.spawn("pytest_libero.runtime.server", self.env)
+        self._channel = Channel.spawn("pytest_libero.runtime.server", self.env)
+        return self._channel
 
     def _discard(self) -> None:
-        process, conn = self._process, self._conn
-        self._process = self._conn = None
-        child.stop(process, conn)
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.stop()
 
     def set_deadline(self, deadline: float | None) -> None:
         """Bound every request until `deadline` (time.monotonic()) by the time left; None lifts it."""
@@ -82,33 +80,25 @@ class BenchService:
             timeout = self.deadline - time.monotonic()
             if timeout <= 0:
                 raise EnvironmentFault(f"episode deadline (--libero-episode-timeout) passed before {op!r}")
-        self._ensure_started()
-        assert self._conn is not None
+        channel = self._ensure_started()
         try:
-            self._conn.send((op, payload))
-            if not self._conn.poll(timeout):
-                self._discard()
-                if by_deadline:
-                    raise EnvironmentFault(f"episode deadline (--libero-episode-timeout) passed while the bench "
-                                           f"service worked on {op!r}; it was killed")
-                raise EnvironmentFault(f"bench service gave no reply to {op!r} within {timeout:g} s; it was killed")
-            reply = self._conn.recv()
-        except (EOFError, OSError, BrokenPipeError) as exc:
-            code = None
-            if self._process is not None:
-                try:
-                    code = self._process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
+            return channel.request(op, payload, timeout)
+        except NoReply:
+            self._discard()
+            if by_deadline:
+                raise EnvironmentFault(f"episode deadline (--libero-episode-timeout) passed while the bench "
+                                       f"service worked on {op!r}; it was killed") from None
+            raise EnvironmentFault(f"bench service gave no reply to {op!r} within {timeout:g} s; "
+                                   "it was killed") from None
+        except PeerDied as exc:
             self._discard()
             raise EnvironmentFault(
-                f"bench service process died during {op!r} (exit code {code}): {type(exc).__name__}"
+                f"bench service process died during {op!r} (exit code {exc.exit_code}): {exc.cause}"
             ) from exc
-        if reply[0] == "error":
-            _, kind, message, trace = reply
+        except RemoteError as exc:
             self._discard()
-            raise EnvironmentFault(f"bench service failed during {op!r}: {kind}: {message}\n{trace}")
-        return reply[1]
+            raise EnvironmentFault(f"bench service failed during {op!r}: {exc.type_name}: {exc.message}\n"
+                                   f"{exc.trace}") from None
 
     def start(self, payload: dict[str, Any]) -> dict[str, Any]:
         return self.request("start", payload)  # type: ignore[no-any-return]
@@ -136,11 +126,6 @@ class BenchService:
             self.recycled += 1
 
     def close(self) -> None:
-        if self._process is not None and self._process.poll() is None and self._conn is not None:
-            try:
-                self._conn.send(("close", None))
-                if self._conn.poll(10):
-                    self._conn.recv()
-            except (EOFError, OSError):
-                pass
-        self._discard()
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close(timeout_s=10)

@@ -17,18 +17,38 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from pytest_libero.benchmarks.libero import catalog
-from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, images_from_native, state_from_native
+from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, TRACKS, images_from_native
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.benchmarks.libero.inventory import InstalledLibero
 from pytest_libero.core.hashing import sha256_array, sha256_file
 
 # MuJoCo warnings that mean the simulation went unstable (MuJoCo silently resets on them).
 _UNSTABLE_WARNINGS = ("mjWARN_BADQACC", "mjWARN_BADQVEL", "mjWARN_BADQPOS", "mjWARN_BADCTRL")
+
+
+def state_from_native(raw: Mapping[str, Any], track: str) -> np.ndarray | None:
+    """The track's state vector from a native robosuite observation (None on the rgb track)."""
+    if track == "rgb":
+        return None
+    try:
+        if track == "rgb+proprio":
+            parts = [raw["robot0_joint_pos"], raw["robot0_gripper_qpos"]]
+        elif track == "openpi-compat":
+            from robosuite.utils.transform_utils import quat2axisangle
+
+            # quat2axisangle clips its argument in place: give it a copy.
+            parts = [raw["robot0_eef_pos"], quat2axisangle(np.array(raw["robot0_eef_quat"], dtype=np.float64)),
+                     raw["robot0_gripper_qpos"]]
+        else:
+            raise EnvironmentFault(f"unknown observation track {track!r}; one of {', '.join(TRACKS)}")
+    except KeyError as exc:
+        raise EnvironmentFault(f"native observation lacks {exc.args[0]!r} needed by track {track!r}") from None
+    return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
 
 
 def prepare_process_environment(work_dir: str) -> None:

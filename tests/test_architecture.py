@@ -1,0 +1,94 @@
+"""Architecture contracts: the layers, who may import pytest and the simulators, and no cycles.
+
+The contracts are import-linter's, configured in pyproject.toml ([tool.importlinter]); the
+cycle check reads grimp's import graph (the library import-linter is built on). A package with
+a deliberate violation shows each check can fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "pytest_libero"
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def lint_imports(package_parent: Path) -> subprocess.CompletedProcess[str]:
+    """Run the project's contracts on the `pytest_libero` found in `package_parent`."""
+    env = dict(os.environ, PYTHONPATH=str(package_parent), NO_COLOR="1", COLUMNS="400")
+    return subprocess.run([str(LINT_IMPORTS), str(ROOT / "pyproject.toml"), "--no-cache"],
+                          cwd=package_parent, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def cycles(package: str) -> list[list[str]]:
+    """Strongly connected groups of more than one module in the package's import graph (Tarjan)."""
+    graph = grimp.build_graph(package)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_package_keeps_every_contract():
+    done = lint_imports(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout and "KEPT" in done.stdout
+
+
+def test_the_package_has_no_import_cycle():
+    assert cycles("pytest_libero") == []
+
+
+def test_a_deliberate_violation_breaks_the_contracts(tmp_path, monkeypatch):
+    copy = tmp_path / "pytest_libero"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    # core reaching up into the plugin, pytest outside the plugin, a simulator outside a service
+    # module, libero reaching into libero_plus, and a cycle between two results modules.
+    with (copy / "core" / "cells.py").open("a") as stream:
+        stream.write("\nimport pytest  # noqa\nfrom pytest_libero.plugin import options  # noqa\n")
+    with (copy / "results" / "telemetry.py").open("a") as stream:
+        stream.write("\nimport mujoco  # noqa\nfrom pytest_libero.results import summary  # noqa\n")
+    with (copy / "benchmarks" / "libero" / "selection.py").open("a") as stream:
+        stream.write("\nfrom pytest_libero.benchmarks.libero_plus import catalog as _plus  # noqa\n")
+    done = lint_imports(tmp_path)
+    assert done.returncode != 0
+    assert "Contracts: 0 kept, 4 broken." in done.stdout, done.stdout
+    assert "pytest_libero.core.cells -> pytest_libero.plugin.options" in done.stdout
+    assert "pytest_libero.core.cells -> pytest" in done.stdout
+    assert "pytest_libero.results.telemetry -> mujoco" in done.stdout
+    assert "pytest_libero.benchmarks.libero.selection -> pytest_libero.benchmarks.libero_plus.catalog" in done.stdout
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m == "pytest_libero" or m.startswith("pytest_libero.")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert ["pytest_libero.results.summary", "pytest_libero.results.telemetry"] in cycles("pytest_libero")
