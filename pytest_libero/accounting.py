@@ -131,7 +131,7 @@ class Accounting:
         run = self.config.stash[RUN_KEY]
         write_record(self.run_dir, placeholder_record(
             cell, outcome, message, protocol=run.protocol.as_dict(), identity=run.protocol.identity,
-            policy_profile={"spec": run.policy.as_dict(), "kind": "unknown"}, worker=worker))
+            policy_profile={"spec": run.policy.as_dict(), "kind": "unknown"}, worker=worker, shard=run.shard))
 
     def final_summary(self) -> tuple[dict[str, Any], bytes] | None:
         """Write the missing records and the derived files once; None when nothing was selected."""

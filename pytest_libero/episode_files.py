@@ -49,6 +49,7 @@ class EpisodeFiles:
             else:
                 self.video.abandon()
         record = episode_record(result, protocol=self.run.protocol.as_dict(), policy_profile=self.profile,
-                                video=video, worker=self.worker, started=self.started)
+                                video=video, worker=self.worker, started=self.started,
+                                shard=self.run.shard)
         write_record(self.run_dir, record)
         return episode_row(self.cell.id, record)

@@ -19,7 +19,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pytest_libero import catalog
 from pytest_libero.evidence import RECORD_SCHEMA_VERSION, versions, write_json_atomic
@@ -104,12 +104,29 @@ def cell_fields(cell_id: str, bulk: bool = False) -> dict[str, Any]:
     return fields
 
 
+def scheduler_fields(shard: Any, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Where a record was produced: its shard (a shards.Shard or None) and the Slurm job or the
+    Kubernetes Indexed Job index it ran under (None outside one), read from the environment."""
+    env = os.environ if environ is None else environ
+    slurm = None
+    if "SLURM_JOB_ID" in env:
+        task = env.get("SLURM_ARRAY_TASK_ID")
+        slurm = {"job_id": env["SLURM_JOB_ID"], "array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
+                 "array_task_id": int(task) if task and task.isdigit() else None,
+                 "node": env.get("SLURMD_NODENAME")}
+    index = env.get("JOB_COMPLETION_INDEX")
+    kubernetes = {"job_completion_index": int(index), "pod": env.get("HOSTNAME")} if index and index.isdigit() else None
+    return {"shard": {"index": shard.index, "count": shard.count} if shard is not None else None,
+            "slurm": slurm, "kubernetes": kubernetes}
+
+
 def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dict[str, Any],
                    video: dict[str, Any] | None, worker: str, started: float,
-                   compute: dict[str, Any] | None = None) -> dict[str, Any]:
+                   compute: dict[str, Any] | None = None, shard: Any = None) -> dict[str, Any]:
     """The record of a finished (or failed) episode, from the engine's EpisodeResult.
 
-    `compute` (GPU and rendering backend) defaults to this worker's pinned GPU (pytest_libero.gpus).
+    `compute` (GPU and rendering backend) defaults to this worker's pinned GPU (pytest_libero.gpus);
+    `shard` (a shards.Shard) goes into `scheduler` with the Slurm/Kubernetes job it ran under.
     """
     if compute is None:
         from pytest_libero.gpus import record_fields
@@ -142,6 +159,7 @@ def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dic
         "video": video,
         "worker": worker,
         "compute": dict(compute, env_reused=private.get("env_reused")),
+        "scheduler": scheduler_fields(shard),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if "benchmark" in record["cell"]:
@@ -152,7 +170,8 @@ def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dic
 
 
 def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: dict[str, Any],
-                       identity: str, policy_profile: dict[str, Any], worker: str, bulk: bool = True) -> dict[str, Any]:
+                       identity: str, policy_profile: dict[str, Any], worker: str, bulk: bool = True,
+                       shard: Any = None) -> dict[str, Any]:
     """A record for an episode nobody could record: a crashed worker's, or one never run.
 
     `bulk` (the controller, writing many): LIBERO-plus's category table stays read between calls.
@@ -173,7 +192,7 @@ def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: di
                     "first_success_control": None, "first_success_policy_call": None, "message": message},
         "errors": [{"message": message, "traceback": None}] if outcome != "not_run" else [],
         "warnings": [], "observations": [], "chunks": [], "timing": {}, "video": None, "worker": worker,
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "scheduler": scheduler_fields(shard), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
 
