@@ -25,7 +25,7 @@ from run_folders import full_protocol, write_run
 JOB_SCHEMA = json.loads((Path(__file__).parent / "k8s_job_batch_v1.schema.json").read_text())
 CELLS = tuple(f"libero_10-t{t:02d}-s00" for t in range(5))
 # Prints its arguments one per line: stands in for the interpreter the scripts exec.
-STUB = "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done\n"
+STUB = "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done\nexit ${STUB_EXIT:-0}\n"
 
 
 def spec(tmp_path: Path, **changes: object) -> SlurmSpec:
@@ -54,6 +54,12 @@ def test_the_array_script_runs_shard_index_plus_one_into_its_folder_with_the_use
     assert done.stdout.splitlines() == [
         "-m", "pytest", "-p", "no:cacheprovider", "--libero-shard", "3/4", "--libero-output",
         str(s.run_dir / "shard-3"), "--libero-scope", "development", "--libero-policy-kwargs", '{"seed": 3}']
+
+
+@pytest.mark.parametrize("pytest_exit, job_exit", [(0, 0), (1, 0), (2, 2), (4, 4), (5, 5)])
+def test_failed_episodes_end_the_job_well_and_a_pytest_that_could_not_run_fails_it(tmp_path, pytest_exit, job_exit):
+    done = bash(shard_script(spec(tmp_path)), {"SLURM_ARRAY_TASK_ID": "0", "STUB_EXIT": str(pytest_exit)})
+    assert done.returncode == job_exit
 
 
 def test_the_array_script_continues_a_shard_folder_that_holds_a_run(tmp_path):
@@ -214,12 +220,13 @@ def test_status_then_resume_resubmits_only_shards_with_unattempted_or_errored_ce
         ("COMPLETED", "101_3", {"passed": 1, "failed": 0, "errored": 0, "unattempted": 0})]
     assert report.merge_state == "PENDING"
     text = render_status(report)
-    assert "CANCELLED (101_0" in text and "shards with unattempted or errored cells: 1, 2, 3" in text
+    assert "CANCELLED (101_0" in text and "runs only those again" not in text  # not while shard 3 runs
 
     with pytest.raises(ClusterError, match=r"shard 3 \(101_2: RUNNING\), merge job 102 \(PENDING\) may still run"):
         resubmit_slurm(s.run_dir, slurm)
     slurm.live, slurm.ended["101_2"], slurm.ended["102"] = {}, "COMPLETED", "FAILED"
     write_shard(s, 3, {"libero_10-t02-s00": "success"})
+    assert "shards with unattempted or errored cells: 1, 2;" in render_status(gather_status(s.run_dir, slurm))
     slurm.calls.clear()
     submission, again = resubmit_slurm(s.run_dir, slurm)
     assert [x.index for x in again] == [1, 2]
@@ -271,7 +278,7 @@ def test_the_job_schema_refuses_what_kubernetes_refuses(path, bad):
 def test_the_k8s_container_runs_its_completion_index_as_shard_index_plus_one(tmp_path):
     s = K8sSpec(shards=3, pytest_args=("--libero-scope", "plan"), mount=str(tmp_path), python=sys.executable)
     container = k8s_manifest(s)["spec"]["template"]["spec"]["containers"][0]
-    script = container["args"][0].replace(f"exec {sys.executable} -m pytest", "printf '%s\\n'")
+    script = container["args"][0].replace(f"{sys.executable} -m pytest", "printf '%s\\n'")
     done = bash(script, {"JOB_COMPLETION_INDEX": "0"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["-p", "no:cacheprovider", "--libero-shard", "1/3", "--libero-output",
