@@ -154,8 +154,8 @@ def _shard_command(python: str, base: str, shard_var: str, count: int, args: Seq
         "STATUS=0",
         f'{shlex.quote(python)} -m pytest -p no:cacheprovider --libero-shard "$SHARD/{count}" '
         f'--libero-output "$OUT" "${{RESUME[@]}}"' + (f" \\\n    {user}" if user else "") + " || STATUS=$?",
-        "# pytest's exit 1 says episodes failed (or were left unattempted): results, which the records and",
-        "# `python -m pytest_libero status` show. The job itself failed only when pytest could not run (2-5).",
+        "# pytest's exit 1 says episodes failed (or were left unattempted): results, kept in the records.",
+        "# The job itself fails only when pytest could not run (exit 2-5) or was killed.",
         'if [ "$STATUS" -eq 1 ]; then exit 0; fi',
         'exit "$STATUS"',
     ]

@@ -329,3 +329,10 @@ def test_dry_run_prints_both_scripts_for_the_collected_selection_and_submits_not
 def test_command_line_mistakes_are_named(tmp_path, args, message):
     done = cli(*args, cwd=tmp_path)
     assert done.returncode == 1 and message in done.stderr, done.stderr
+
+
+def test_scale_out_page_shows_the_manifest_the_command_prints():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "scale-out.md").read_text()
+    shown = K8sSpec(shards=8, parallelism=4, gpus_per_shard=4, pytest_args=(
+        "-n", "4", "--max-worker-restart", "8", "--libero-scope", "plan", "--libero-policy", "my_policy.py:build"))
+    assert f"```yaml\n{k8s_text(shown)}```" in page
