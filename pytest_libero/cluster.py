@@ -276,6 +276,9 @@ class Submission:
 def _sbatch(argv: list[str], runner: Runner) -> str:
     code, out, err = runner(argv)
     job = out.strip().split(";")[0]
+    if code == 127:
+        raise ClusterError(f"{argv[0]} not found: submit from a Slurm login node (with sbatch on PATH), or "
+                           "add --dry-run to print the scripts")
     if code != 0 or not job.isdigit():
         raise ClusterError(f"`{shlex.join(argv)}` failed (exit {code}): {(err or out).strip()[-800:]}")
     return job
@@ -530,15 +533,16 @@ def gather_status(run_dir: Path, runner: Runner = run_command) -> RunStatus:
 
 
 def render_status(report: RunStatus) -> str:
+    widths = tuple(zip(COUNTS, (7, 7, 8, 12), strict=True))
     rows = [f"{'shard':<6}{'cells':>6}  {'slurm':<26}{'passed':>7}{'failed':>7}{'errored':>8}{'unattempted':>12}"
             "  records from"]
     for s in report.shards:
         where = f"{s.state} ({s.job}{', exit ' + s.exit_code if s.exit_code else ''})" if s.job else s.state
         rows.append(f"{s.index:<6}{len(s.cells):>6}  {where:<26}" + "".join(
-            f"{s.counts[k]:>{w}}" for k, w in zip(COUNTS, (7, 7, 8, 12))) + f"  {', '.join(s.slurm_jobs) or '-'}")
+            f"{s.counts[k]:>{w}}" for k, w in widths) + f"  {', '.join(s.slurm_jobs) or '-'}")
     t = report.totals()
     rows.append(f"{'all':<6}{sum(len(s.cells) for s in report.shards):>6}  {'':<26}"
-                + "".join(f"{t[k]:>{w}}" for k, w in zip(COUNTS, (7, 7, 8, 12))))
+                + "".join(f"{t[k]:>{w}}" for k, w in widths))
     rows.append(f"merge job {report.merge_job}: {report.merge_state}" if report.merge_job else "merge: not submitted")
     if report.merged:
         o = report.merged
@@ -588,7 +592,8 @@ class K8sSpec:
 def k8s_manifest(spec: K8sSpec) -> dict[str, Any]:
     script = "\n".join(["set -euo pipefail", *_shard_command(spec.python, shlex.quote(spec.folder),
                                                             "JOB_COMPLETION_INDEX", spec.shards, spec.pytest_args)])
-    container: dict[str, Any] = {"name": "eval", "image": spec.image, "command": ["bash", "-c"], "args": [script + "\n"],
+    container: dict[str, Any] = {"name": "eval", "image": spec.image, "command": ["bash", "-c"],
+                                 "args": [script + "\n"],
                                  "volumeMounts": [{"name": "runs", "mountPath": spec.mount}]}
     if spec.gpus_per_shard:
         container["resources"] = {"limits": {"nvidia.com/gpu": spec.gpus_per_shard}}

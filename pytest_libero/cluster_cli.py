@@ -105,10 +105,10 @@ def _submit(args: argparse.Namespace, pytest_args: list[str]) -> int:
 
 
 def _resume(args: argparse.Namespace, pytest_args: list[str]) -> int:
-    given = [name for name, value in (("--shards", args.shards), ("--run-dir", args.run_dir),
-                                      ("--sbatch-option", args.sbatch_option), ("--gpus-per-shard", args.gpus_per_shard),
-                                      ("--max-parallel", args.max_parallel), ("pytest options", pytest_args),
-                                      ("--dry-run", args.dry_run)) if value]
+    settings = (("--shards", args.shards), ("--run-dir", args.run_dir), ("--sbatch-option", args.sbatch_option),
+                ("--gpus-per-shard", args.gpus_per_shard), ("--max-parallel", args.max_parallel),
+                ("pytest options", pytest_args), ("--dry-run", args.dry_run))
+    given = [name for name, value in settings if value]
     if given:
         raise ClusterError(f"--resume {args.resume} takes every setting from its submit.json; drop "
                            f"{', '.join(given)}")

@@ -40,7 +40,8 @@ def record_if_assets_missing(run_dir: Any, run: Any, cell: Any, service: Any, po
     record = placeholder_record(cell.id, "not_run", message, protocol=run.protocol.as_dict(),
                                 identity=run.protocol.identity, policy_profile=profile_of(policy, run.policy),
                                 worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
-                                bulk=False, shard=run.shard)  # this process may host an in-process policy: keep no category table
+                                # this process may host an in-process policy: keep no category table
+                                bulk=False, shard=run.shard)
     record["cell"]["benchmark"]["assets"] = {"status": "missing", "folder": answer["folder"], "missing": missing}
     write_record(run_dir, record)
     return episode_row(cell.id, record)

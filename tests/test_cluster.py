@@ -201,6 +201,11 @@ def test_submit_writes_the_folder_then_submits_the_array_and_a_merge_after_it(tm
         submit_slurm(s, CELLS, slurm)
 
 
+def test_without_sbatch_the_error_says_where_to_submit_from(tmp_path):
+    with pytest.raises(ClusterError, match="sbatch not found: submit from a Slurm login node"):
+        submit_slurm(spec(tmp_path), CELLS, lambda argv: (127, "", f"{argv[0]}: command not found"))
+
+
 def test_status_then_resume_resubmits_only_shards_with_unattempted_or_errored_cells(tmp_path):
     slurm, s = FakeSlurm(), spec(tmp_path)
     submit_slurm(s, CELLS, slurm)
@@ -321,7 +326,8 @@ def test_dry_run_prints_both_scripts_for_the_collected_selection_and_submits_not
      "--shards 3 for a selection of 2 cell(s)"),
     (("submit", "slurm", "--shards", "2", "--dry-run", "--", "--libero-scope", "nonsense"),
      "select no LIBERO cell"),
-    (("submit", "slurm", "--resume", "RUN", "--shards", "2"), "takes every setting from its submit.json; drop --shards"),
+    (("submit", "slurm", "--resume", "RUN", "--shards", "2"),
+     "takes every setting from its submit.json; drop --shards"),
     (("submit", "slurm", "--resume", "RUN"), "holds no submit.json"),
     (("submit", "k8s", "--shards", "2"), "add --dry-run"),
     (("status", "RUN"), "holds no submit.json"),

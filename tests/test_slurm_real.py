@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 import pytest
 
 from evidence_helpers import records, run_dirs
-from pytest_libero.cluster import ACTIVE_STATES, gather_status, job_state
+from pytest_libero.cluster import gather_status, job_state
 from pytest_libero.summary import load_run
 from scale_helpers import comparable, summary_core
 
