@@ -577,6 +577,12 @@ class K8sSpec:
     def __post_init__(self) -> None:
         if self.shards < 1:
             raise ClusterError(f"--shards {self.shards}: give at least 1 shard")
+        for name in ("parallelism", "gpus_per_shard"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ClusterError(f"--{name.replace('_', '-')} {value}: give a positive number, or leave it out")
+        if not self.image.strip():
+            raise ClusterError("--image is empty: give the container image with pytest-libero installed")
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", self.name):
             raise ClusterError(f"--name {self.name!r}: a Job name is a DNS label (lower-case letters, digits and "
                                "'-', at most 63 characters), e.g. libero-eval")

@@ -299,6 +299,8 @@ def test_yaml_of_nested_lists_and_literal_blocks_reads_back():
     ({"name": "Libero_Eval"}, "a Job name is a DNS label"),
     ({"mount": "runs"}, "absolute path"),
     ({"pytest_args": ("--libero-shard-count", "3")}, "'--libero-shard-count' among"),
+    ({"parallelism": 0}, "--parallelism 0: give a positive number"),
+    ({"image": " "}, "--image is empty"),
 ])
 def test_bad_k8s_settings_name_the_fix(changes, message):
     with pytest.raises(ClusterError, match=message):
