@@ -502,29 +502,27 @@ def record_counts(run_folder: Path | None, cells: Sequence[str]) -> tuple[dict[s
 
 
 def gather_status(run_dir: Path, runner: Runner = run_command) -> RunStatus:
+    """Each shard's Slurm state (under the latest submission that included it) and record accounting."""
     state = load_submission(run_dir)
     spec = SlurmSpec.from_dict(state["spec"])
-    cells: list[str] = state["cells"]
     submissions: list[dict[str, Any]] = state["submissions"]
-    asked: dict[str, dict[int, dict[str, str]]] = {}
+    asked: dict[str, dict[int, dict[str, str]]] = {}  # one squeue/sacct/scontrol round per array job
     shards = []
     for index in range(1, spec.shards + 1):
-        latest = next((s for s in reversed(submissions) if index - 1 in s["array_indices"] and s["array_job_id"]),
-                      None)
-        found: dict[str, str] = {}
-        if latest is not None:
-            job = latest["array_job_id"]
-            if job not in asked:
-                asked[job] = slurm_states(job, runner)
-            found = asked[job].get(index - 1, {})
-            default_job = f"{job}_{index - 1}"
+        cells = Shard(index, spec.shards, "submit").select(state["cells"])
         folder = shard_run_folder(spec.shard_dir(index))
-        counts, jobs = record_counts(folder, Shard(index, spec.shards, "submit").select(cells))
-        shards.append(ShardStatus(
-            index, Shard(index, spec.shards, "submit").select(cells),
-            found.get("state", "UNKNOWN" if latest else "NOT_SUBMITTED"),
-            found.get("job", default_job) if latest else None, found.get("exit_code", ""),
-            str(folder) if folder else None, counts, jobs))
+        counts, jobs = record_counts(folder, cells)
+        latest = next((s["array_job_id"] for s in reversed(submissions)
+                       if s["array_job_id"] and index - 1 in s["array_indices"]), None)
+        if latest is None:
+            slurm = {"state": "NOT_SUBMITTED", "job": None, "exit_code": ""}
+        else:
+            if latest not in asked:
+                asked[latest] = slurm_states(latest, runner)
+            slurm = {"state": "UNKNOWN", "job": f"{latest}_{index - 1}", "exit_code": ""}
+            slurm.update({k: v for k, v in asked[latest].get(index - 1, {}).items() if k in slurm})
+        shards.append(ShardStatus(index, cells, str(slurm["state"]), slurm["job"], str(slurm["exit_code"]),
+                                  str(folder) if folder else None, counts, jobs))
     merge_job = next((s["merge_job_id"] for s in reversed(submissions) if s["merge_job_id"]), None)
     merged_summary = spec.merged / "summary.json"
     merged = json.loads(merged_summary.read_text(encoding="utf-8"))["overall"] if merged_summary.is_file() else None
