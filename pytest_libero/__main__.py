@@ -1,7 +1,9 @@
 """Command line: `python -m pytest_libero report RUN_DIR` rebuilds a run's derived files;
 `python -m pytest_libero merge OUT_DIR RUN_DIR...` builds one run from shard folders;
 `python -m pytest_libero compare RUN_A RUN_B` compares two runs episode by episode;
-`python -m pytest_libero schedule [NAME]` prints a full-mode schedule."""
+`python -m pytest_libero schedule [NAME]` prints a full-mode schedule;
+`python -m pytest_libero submit slurm|k8s ... -- <pytest options>` and `status RUN` run shards on a
+cluster (pytest_libero.results.cluster)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,15 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("out_dir", type=Path, help="the merged run folder (new, or an earlier merge)")
     merge.add_argument("run_dirs", type=Path, nargs="+", help="shard run folders (reports/<profile>/<run-id>)")
     add_study_commands(commands)
+    from pytest_libero.cluster_cli import add_cluster_commands, run_cluster_command, split_pytest_args
+
+    add_cluster_commands(commands)
+    argv, pytest_args = split_pytest_args(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    if args.command in ("submit", "status"):
+        return run_cluster_command(args, pytest_args)
+    if pytest_args:
+        parser.error(f"`-- {' '.join(pytest_args)}`: only `submit` takes pytest options after `--`")
     if args.command == "merge":
         return _merge(args.out_dir, args.run_dirs)
     if args.command in ("compare", "schedule"):

@@ -15,3 +15,5 @@ import matplotlib.figure  # noqa: E402,F401
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "real_libero: runs real LIBERO rollouts (CPU rendering; slower)")
+    config.addinivalue_line("markers", "slurm: starts a real one-node Slurm cluster (needs root and the slurm-wlm and "
+                                       "munge packages; deselect with -m 'not slurm')")

@@ -130,7 +130,7 @@ class Accounting:
         write_record(self.run_dir, placeholder_record(
             cell, outcome, message, adapter=run.adapter, context=run.context, protocol=run.protocol.as_dict(),
             identity=run.protocol.identity,
-            policy_profile={"spec": run.policy.as_dict(), "kind": "unknown"}, worker=worker))
+            policy_profile={"spec": run.policy.as_dict(), "kind": "unknown"}, worker=worker, shard=run.shard))
 
     def final_summary(self) -> tuple[dict[str, Any], bytes] | None:
         """Write the missing records and the derived files once; None when nothing was selected."""

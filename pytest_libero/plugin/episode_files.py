@@ -53,7 +53,8 @@ class EpisodeFiles:
                 self.video.abandon()
         record = episode_record(result, adapter=self.run.adapter, context=self.run.context,
                                 protocol=self.run.protocol.as_dict(), policy_profile=self.profile, video=video,
-                                worker=self.worker, started=self.started, compute=self.compute)
+                                worker=self.worker, started=self.started, compute=self.compute,
+                                shard=self.run.shard)
         write_record(self.run_dir, record)
         return episode_row(self.cell.id, record)
 
@@ -64,7 +65,8 @@ class EpisodeFiles:
         record = placeholder_record(self.cell.id, "not_run", refused.message, adapter=self.run.adapter,
                                     context=self.run.context, protocol=self.run.protocol.as_dict(),
                                     identity=self.run.protocol.identity, policy_profile=self.profile,
-                                    worker=self.worker, bulk=False)  # this process may host the policy
+                                    worker=self.worker, bulk=False,  # this process may host the policy
+                                    shard=self.run.shard)
         record["cell"].setdefault("benchmark", {}).update(refused.benchmark_fields)
         write_record(self.run_dir, record)
         return episode_row(self.cell.id, record)

@@ -19,7 +19,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import RECORD_SCHEMA_VERSION, versions, write_json_atomic
@@ -78,14 +78,31 @@ def run_manifest(run_id: str, profile: str, protocol: dict[str, Any], identity: 
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
+def scheduler_fields(shard: Any, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Where a record was produced: its shard (a shards.Shard or None) and the Slurm job or the
+    Kubernetes Indexed Job index it ran under (None outside one), read from the environment."""
+    env = os.environ if environ is None else environ
+    slurm = None
+    if "SLURM_JOB_ID" in env:
+        task = env.get("SLURM_ARRAY_TASK_ID")
+        slurm = {"job_id": env["SLURM_JOB_ID"], "array_job_id": env.get("SLURM_ARRAY_JOB_ID"),
+                 "array_task_id": int(task) if task and task.isdigit() else None,
+                 "node": env.get("SLURMD_NODENAME")}
+    index = env.get("JOB_COMPLETION_INDEX")
+    kubernetes = {"job_completion_index": int(index), "pod": env.get("HOSTNAME")} if index and index.isdigit() else None
+    return {"shard": {"index": shard.index, "count": shard.count} if shard is not None else None,
+            "slurm": slurm, "kubernetes": kubernetes}
+
+
 def episode_record(result: Any, *, adapter: BenchmarkAdapter, context: Any, protocol: dict[str, Any],
                    policy_profile: dict[str, Any], video: dict[str, Any] | None, worker: str, started: float,
-                   compute: dict[str, Any]) -> dict[str, Any]:
+                   compute: dict[str, Any], shard: Any = None) -> dict[str, Any]:
     """The record of a finished (or failed) episode, from the engine's EpisodeResult.
 
     The benchmark `adapter` gives the `cell` object and adds its own evidence (`context`: its run
     settings from the selection).
-    `compute` says where it ran: the GPU and the rendering backend (pytest_libero.runtime.gpus).
+    `compute` says where it ran: the GPU and the rendering backend (pytest_libero.runtime.gpus);
+    `shard` (a core.shards.Shard) goes into `scheduler` with the Slurm/Kubernetes job it ran under.
     """
     private = dict(result.private)
     timing = dict(result.timing)
@@ -114,6 +131,7 @@ def episode_record(result: Any, *, adapter: BenchmarkAdapter, context: Any, prot
         "video": video,
         "worker": worker,
         "compute": dict(compute, env_reused=private.get("env_reused")),
+        "scheduler": scheduler_fields(shard),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     adapter.record_fields(record, private)
@@ -122,7 +140,7 @@ def episode_record(result: Any, *, adapter: BenchmarkAdapter, context: Any, prot
 
 def placeholder_record(cell_id: str, outcome: str, message: str, *, adapter: BenchmarkAdapter, context: Any,
                        protocol: dict[str, Any], identity: str, policy_profile: dict[str, Any], worker: str,
-                       bulk: bool = True) -> dict[str, Any]:
+                       bulk: bool = True, shard: Any = None) -> dict[str, Any]:
     """A record for an episode nobody could record: a crashed worker's, or one never run.
 
     `bulk` (the controller, writing many) lets the adapter keep what it reads between calls; a
@@ -138,7 +156,7 @@ def placeholder_record(cell_id: str, outcome: str, message: str, *, adapter: Ben
                     "first_success_control": None, "first_success_policy_call": None, "message": message},
         "errors": [{"message": message, "traceback": None}] if outcome != "not_run" else [],
         "warnings": [], "observations": [], "chunks": [], "timing": {}, "video": None, "worker": worker,
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "scheduler": scheduler_fields(shard), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
 
