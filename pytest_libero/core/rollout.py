@@ -13,7 +13,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -21,11 +21,10 @@ from pytest_libero.core.cells import Cell
 from pytest_libero.core.contract import STOP, Counters, seal_observation, validate_chunk
 from pytest_libero.errors import ActionError, EnvironmentFault, PolicyFault
 from pytest_libero.core.hashing import image_hashes
+from pytest_libero.core.outcomes import Outcome, Termination
 from pytest_libero.core.protocol import Protocol as EvalProtocol
 
-Outcome = Literal["success", "failure", "policy_error", "env_error"]
 FrameSink = Callable[[Any, bool], None]  # (images, is_first_success_frame)
-Termination = Literal["success", "truncation", "policy_stop", "policy_error", "env_error"]
 
 
 class Service(Protocol):
@@ -48,8 +47,8 @@ class EpisodeResult:
     init_index: int
     seed: int
     language: str = ""
-    outcome: Outcome = "env_error"
-    termination: Termination = "env_error"
+    outcome: Outcome = Outcome.ENV_ERROR
+    termination: Termination = Termination.ENV_ERROR
     message: str = ""
     policy_calls: int = 0
     action_decisions: int = 0
@@ -192,7 +191,7 @@ def _run(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol, allo
                 policy_s += time.perf_counter() - tick
             if raw is STOP:
                 result.chunks.append({"policy_call": result.policy_calls, "stop": True})
-                result.outcome, result.termination = "failure", "policy_stop"
+                result.outcome, result.termination = Outcome.FAILURE, Termination.POLICY_STOP
                 result.message = f"policy returned STOP before native success: {result.counters_text()}"
                 break
             try:
@@ -215,23 +214,23 @@ def _run(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol, allo
             if step["success"]:
                 result.first_success_control = result.executed_controls
                 result.first_success_policy_call = result.policy_calls
-                result.outcome, result.termination = "success", "success"
+                result.outcome, result.termination = Outcome.SUCCESS, Termination.SUCCESS
                 result.message = f"native success at control {result.executed_controls}: {result.counters_text()}"
                 break
             if step["truncated"] or last_call:
-                result.outcome, result.termination = "failure", "truncation"
+                result.outcome, result.termination = Outcome.FAILURE, Termination.TRUNCATION
                 result.message = f"no native success within the cap: {result.counters_text()}"
                 break
             images, state = step["observation"], step.get("state")
         result.private = service.finish(final_frame=on_frame is not None and not every_control)
         final_frame = result.private.pop("final_frame", None)
         if on_frame is not None and final_frame is not None:
-            on_frame(final_frame, result.outcome == "success")
+            on_frame(final_frame, result.outcome == Outcome.SUCCESS)
         if result.private.get("first_success_control") != result.first_success_control:
             raise EnvironmentFault("service and engine disagree on the first-success control")
         result.timing = dict(result.private.pop("timing", {}), policy_s=policy_s)
     except EnvironmentFault as exc:
-        result.outcome = result.termination = "env_error"
+        result.outcome, result.termination = Outcome.ENV_ERROR, Termination.ENV_ERROR
         result.message = str(exc).split("\n", 1)[0]
         result.error = traceback.format_exc()
         result.timing["policy_s"] = policy_s
@@ -241,7 +240,7 @@ def _run(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol, allo
 
 
 def _policy_fault(result: EpisodeResult, message: str, exc: BaseException | None) -> None:
-    result.outcome, result.termination = "policy_error", "policy_error"
+    result.outcome, result.termination = Outcome.POLICY_ERROR, Termination.POLICY_ERROR
     result.message = f"{message} ({result.counters_text()})"
     if exc is not None:
         result.error = "".join(traceback.format_exception(exc))

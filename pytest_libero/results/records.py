@@ -25,6 +25,7 @@ from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.results.files import RECORD_SCHEMA_VERSION, versions, write_json_atomic
 from pytest_libero.benchmarks.libero.inventory import UPSTREAM
 from pytest_libero.core.cells import FAST_SEED, parse_cell_id, parse_run_seed
+from pytest_libero.core.outcomes import Outcome, Termination
 
 
 
@@ -128,8 +129,10 @@ def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dic
         "counters": {k: getattr(result, k) for k in (
             "policy_calls", "action_decisions", "executed_controls", "settling_controls", "control_cap",
             "max_policy_calls", "replan_interval")} | {"cap_source": result.cap_source},
-        "outcome": {"outcome": result.outcome, "termination": result.termination,
-                    "terminated": result.outcome == "success", "truncated": result.termination == "truncation",
+        # Plain strings (.value): the record becomes the report row that crosses xdist.
+        "outcome": {"outcome": Outcome(result.outcome).value, "termination": Termination(result.termination).value,
+                    "terminated": result.outcome == Outcome.SUCCESS,
+                    "truncated": result.termination == Termination.TRUNCATION,
                     "first_success_control": result.first_success_control,
                     "first_success_policy_call": result.first_success_policy_call,
                     "message": result.message},
@@ -158,6 +161,7 @@ def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: di
     A worker that may host an in-process policy passes False."""
     from pytest_libero.core.schedules import env_seed_for
 
+    outcome = Outcome(outcome).value
     cell = cell_fields(cell_id, bulk=bulk)
     env_seed = env_seed_for(protocol, cell_id)
     if env_seed is not None:
@@ -170,7 +174,7 @@ def placeholder_record(cell_id: str, outcome: str, message: str, *, protocol: di
         "private": None, "counters": None,
         "outcome": {"outcome": outcome, "termination": outcome, "terminated": False, "truncated": False,
                     "first_success_control": None, "first_success_policy_call": None, "message": message},
-        "errors": [{"message": message, "traceback": None}] if outcome != "not_run" else [],
+        "errors": [{"message": message, "traceback": None}] if outcome != Outcome.NOT_RUN else [],
         "warnings": [], "observations": [], "chunks": [], "timing": {}, "video": None, "worker": worker,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

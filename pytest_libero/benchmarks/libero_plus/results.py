@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 
 from pytest_libero.benchmarks.libero_plus import catalog as lp
+from pytest_libero.core.outcomes import Outcome
 UNKNOWN = "unknown"
 
 
@@ -36,7 +37,7 @@ def record_if_assets_missing(run_dir: Any, run: Any, cell: Any, service: Any, po
     if not missing:
         return None
     message = assets_message(missing, answer["folder"])
-    record = placeholder_record(cell.id, "not_run", message, protocol=run.protocol.as_dict(),
+    record = placeholder_record(cell.id, Outcome.NOT_RUN, message, protocol=run.protocol.as_dict(),
                                 identity=run.protocol.identity, policy_profile=profile_of(policy, run.policy),
                                 worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
                                 bulk=False)  # this process may host an in-process policy: keep no category table
