@@ -264,10 +264,7 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     fault: EnvironmentFault | None = None
     try:
         result = run_episode(libero_service, libero_policy, libero_cell, libero_run.protocol,
-                             allow_source_mismatch=libero_run.allow_source_mismatch, on_frame=files.frame,
-                             deadline_s=libero_run.episode_deadline_s(libero_cell.suite),
-                             interrupt_policy=libero_run.isolation != "process",
-                             video_rate=libero_run.video_rate, reuse_env=libero_run.reuse_env)
+                             libero_run.episode_settings(libero_cell.suite), on_frame=files.frame)
     except EnvironmentFault as exc:
         fault, result = exc, exc.partial  # type: ignore[attr-defined]
     result.warnings.extend(libero_source_check)

@@ -20,6 +20,7 @@ from pytest_libero.core.fullmode import (add_full_mode_options, check_fast_mode,
 from pytest_libero.core.policy import PolicySpec, parse_policy_kwargs
 from pytest_libero.runtime.policies import check_spec
 from pytest_libero.core.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
+from pytest_libero.core.rollout import EpisodeSettings
 from pytest_libero.runtime.service import DEFAULT_TIMEOUT_S
 from pytest_libero.core.shards import Shard, resolve_shard
 
@@ -161,6 +162,13 @@ class LiberoRun:
         if self.episode_timeout_s is not None:
             return self.episode_timeout_s
         return default_episode_timeout_s(self.protocol.control_cap(suite))
+
+    def episode_settings(self, suite: str) -> EpisodeSettings:
+        """How the engine runs an episode of `suite` under these options."""
+        return EpisodeSettings(allow_source_mismatch=self.allow_source_mismatch,
+                               deadline_s=self.episode_deadline_s(suite),
+                               interrupt_policy=self.isolation != "process",  # a process policy has its own deadline
+                               video_rate=self.video_rate, reuse_env=self.reuse_env)
 
 
 def parse_task_ids(text: str) -> list[int]:
