@@ -135,7 +135,7 @@ def episode_record(result: Any, *, protocol: dict[str, Any], policy_profile: dic
                     "truncated": result.termination == Termination.TRUNCATION,
                     "first_success_control": result.first_success_control,
                     "first_success_policy_call": result.first_success_policy_call,
-                    "message": result.message},
+                    "message": result.message, "settle_success": private.get("settle_success")},
         "errors": [{"message": result.message, "traceback": result.error}] if result.error else [],
         "warnings": list(result.warnings),
         "observations": result.observations,
