@@ -6,7 +6,9 @@ pytest_configure: before any worker starts and before anything is collected.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -15,14 +17,15 @@ import pytest
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.contract import TRACKS
-from pytest_libero.core.fullmode import (add_full_mode_options, check_fast_mode, expand, full_mode_settings,
-                                    parse_int_list)
+from pytest_libero.core.fullmode import MODES, check_fast_mode, expand, full_mode_settings, parse_int_list
 from pytest_libero.core.policy import PolicySpec, parse_policy_kwargs
 from pytest_libero.runtime.policies import check_spec
 from pytest_libero.core.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
 from pytest_libero.core.rollout import EpisodeSettings
+from pytest_libero.core.schedules import DEFAULT_SCHEDULE
 from pytest_libero.runtime.service import DEFAULT_TIMEOUT_S
 from pytest_libero.core.shards import Shard, resolve_shard
+from pytest_libero.errors import OptionError
 
 SCOPES = ("development", "task_coverage", "plan")
 DEFAULT_SELECTION = ("libero_10", (0, 1))
@@ -133,6 +136,33 @@ def add_scale_out_options(group: pytest.OptionGroup) -> None:
                     help="Number of shards of a Kubernetes Indexed Job (default: LIBERO_SHARD_COUNT)")
 
 
+def add_full_mode_options(group: pytest.OptionGroup) -> None:
+    """--libero-mode full and its schedule options (docs/schedules-and-compare.md)."""
+    group.addoption("--libero-mode", dest="libero_mode", choices=MODES, default=None,
+                    help="fast (default): each selected task once, init state 0, seed 20260907. full: every "
+                         "released init state of each selected task under a named schedule (--libero-schedule); "
+                         "with no --libero-scope the schedule's default suites (4 x 10 x 50 = 2,000 episodes)")
+    group.addoption("--libero-schedule", dest="libero_schedule", default=None, metavar="NAME",
+                    help=f"Full-mode schedule (default {DEFAULT_SCHEDULE}): standard, openvla, openpi, lerobot or "
+                         "libero-native; `python -m pytest_libero schedule NAME` prints one")
+    group.addoption("--libero-seeds", dest="libero_seeds", default=None, metavar="SEEDS",
+                    help="Full mode: run the schedule once per seed, e.g. 7,8,9 (cell ids get -seedN); the "
+                         "summary reports each seed and their mean and spread. Default: the schedule's seeds")
+    group.addoption("--libero-init-states", dest="libero_init_states", default=None, metavar="IDS",
+                    help="Full mode: run only these of the schedule's init states, e.g. 0,1,2 (a partial "
+                         "schedule: the summary never calls it the full protocol)")
+
+
+
+@contextlib.contextmanager
+def usage_errors() -> Iterator[None]:
+    """A bad value found below the plugin (an OptionError) reaches the user as a pytest.UsageError."""
+    try:
+        yield
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 @dataclass(frozen=True, slots=True)
 class LiberoRun:
     """Everything a run needs, decided once from the command line."""
@@ -172,7 +202,8 @@ class LiberoRun:
 
 
 def parse_task_ids(text: str) -> list[int]:
-    return sorted(parse_int_list("--libero-task-ids", text, "a task index"))
+    with usage_errors():
+        return sorted(parse_int_list("--libero-task-ids", text, "a task index"))
 
 
 def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> tuple[Cell, ...]:
@@ -251,14 +282,15 @@ def build_run(config: pytest.Config) -> LiberoRun:
         raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
     protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls,
                         track=opt("libero_track"), **benchmarks.protocol_fields(config))
-    if opt("libero_mode") == "full":
-        schedule, seeds, tag_seeds, init_states = full_mode_settings(opt)
-        cells = expand(cells, scope, schedule, seeds, tag_seeds, init_states)
-        settle, settle_action = schedule.settling()
-        protocol = replace(protocol, mode="full", schedule=schedule.name, seeds=seeds, init_states=init_states,
-                           settle_controls=settle, settle_action=settle_action)
-    else:
-        check_fast_mode(opt)
+    with usage_errors():
+        if opt("libero_mode") == "full":
+            schedule, seeds, tag_seeds, init_states = full_mode_settings(opt)
+            cells = expand(cells, scope, schedule, seeds, tag_seeds, init_states)
+            settle, settle_action = schedule.settling()
+            protocol = replace(protocol, mode="full", schedule=schedule.name, seeds=seeds, init_states=init_states,
+                               settle_controls=settle, settle_action=settle_action)
+        else:
+            check_fast_mode(opt)
     episode_timeout = opt("libero_episode_timeout")
     if episode_timeout is not None and not episode_timeout > 0:
         raise pytest.UsageError(f"--libero-episode-timeout {episode_timeout}: must be a positive number of seconds")
