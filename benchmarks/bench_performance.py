@@ -42,7 +42,7 @@ from pytest_libero.core.hashing import images_digest
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.benchmarks.libero.service import LEAN_RESET_ENV
 from pytest_libero.benchmarks.libero.reference import ReplayPolicy, native_rollout
-from pytest_libero.core.rollout import run_episode
+from pytest_libero.core.rollout import EpisodeSettings, run_episode
 from pytest_libero.runtime.gpus import record_fields  # this script pins no GPU: the records say CPU
 from pytest_libero.runtime.service import DEFAULT_MAX_RSS_MIB, BenchService, rss_mib
 
@@ -179,7 +179,7 @@ class Plugin:
         self.service = BenchService(env={LEAN_RESET_ENV: "1" if lean_reset else "0"})
 
     def warm_up(self, chunks: list[np.ndarray]) -> None:
-        run_episode(self.service, ReplayPolicy(chunks), WARMUP, self.protocol, reuse_env=self.reuse)
+        run_episode(self.service, ReplayPolicy(chunks), WARMUP, self.protocol, EpisodeSettings(reuse_env=self.reuse))
 
     def episode(self, cell: Cell, chunks: list[np.ndarray]) -> None:
         from pytest_libero.plugin.episode_files import EpisodeFiles
@@ -189,8 +189,8 @@ class Plugin:
         policy = ReplayPolicy(chunks)
         files = EpisodeFiles(RunDir(self.out / self.mode.name), self.run, cell, policy, worker="bench",
                              started=time.time(), compute=record_fields(None))
-        result = run_episode(self.service, policy, cell, self.protocol, on_frame=files.frame,
-                             video_rate=self.video_rate, reuse_env=self.reuse)
+        settings = EpisodeSettings(video_rate=self.video_rate, reuse_env=self.reuse)
+        result = run_episode(self.service, policy, cell, self.protocol, settings, on_frame=files.frame)
         files.write(result)
         self.mode.walls.append(time.perf_counter() - start)
         self.mode.wall_s += self.mode.walls[-1]

@@ -1,7 +1,9 @@
 """The project's exception hierarchy.
 
-Usage errors on the command line are `pytest.UsageError` (raised in options/selection); every
-other failure the harness can name is a `LiberoError`. The split that matters for outcomes:
+Usage errors on the command line are `pytest.UsageError`; only the plugin layer raises them
+(it imports pytest): a bad option value found below it is an `OptionError`, which the plugin's
+options edge turns into a `pytest.UsageError` with the same message. Every other failure the
+harness can name is a `LiberoError`. The split that matters for outcomes:
 a `PolicyFault` is the policy's doing (the item fails with reason policy_error), an
 `EnvironmentFault` is the simulator's or the harness's (the item errors).
 """
@@ -11,6 +13,10 @@ from __future__ import annotations
 
 class LiberoError(Exception):
     """Base class of every pytest-libero error."""
+
+
+class OptionError(LiberoError):
+    """A bad command-line value, found below the plugin layer; reported as a pytest.UsageError."""
 
 
 class CatalogError(LiberoError):
@@ -43,7 +49,3 @@ class PolicyServerError(EnvironmentFault):
     Adapters raise it from reset/act; the engine lets it through instead of calling it a
     policy fault.
     """
-
-
-class OptionError(LiberoError):
-    """A bad option value found below the plugin layer; the plugin reports it as a usage error."""

@@ -78,4 +78,4 @@ class FakeService:
         return {"first_success_control": self.first, "executed_controls": self.executed,
                 "timing": {"setup_s": 0.0}, "final_frame": blank_images() if final_frame else None,
                 "bddl_sha256": "0" * 64, "init_states_file_sha256": "1" * 64,
-                "selected_state_sha256": "2" * 64, "final_state_sha256": "3" * 64}
+                "selected_state_sha256": "2" * 64, "final_state_sha256": "3" * 64, "settle_success": False}

@@ -94,6 +94,28 @@ def test_success_marks_the_first_success_frame_and_keeps_only_failure_videos_on_
     record = records(run_dir)["libero_10-t00-s00"]
     assert record["video"] is None and not list((run_dir / "videos").glob("*"))
     assert record["outcome"]["first_success_control"] == 7 and record["outcome"]["terminated"]
+    assert record["outcome"]["settle_success"] is False  # the service's settling evidence is kept
+
+
+def test_settle_success_is_optional_so_older_records_stay_valid():
+    import jsonschema
+
+    from pytest_libero.core.data import SCHEMA_DIR
+    from pytest_libero.core.policy import PolicySpec
+    from pytest_libero.core.protocol import Protocol
+    from pytest_libero.results.records import placeholder_record
+
+    schema = json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8"))
+    protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
+    record = placeholder_record("libero_10-t00-s00", "not_run", "never ran", protocol=protocol.as_dict(),
+                                identity=protocol.identity,
+                                policy_profile={"spec": PolicySpec("zero").as_dict(), "kind": "unknown"},
+                                worker="main")
+    assert "settle_success" not in record["outcome"]
+    jsonschema.validate(json.loads(json.dumps(record)), schema)
+    for value in (True, False, None):
+        record["outcome"]["settle_success"] = value
+        jsonschema.validate(record, schema)
 
 
 def test_report_command_rebuilds_from_episode_files_alone(pytester, project):

@@ -149,3 +149,20 @@ def test_resume_refuses_a_run_of_another_schedule_naming_the_difference(pytester
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*its protocol differs*schedule.caps.libero_spatial: 220 in the folder, 280 now*"])
     assert (run_dir / "episodes" / "libero_10-t00-s00.json").is_file()  # the evidence stays
+
+
+def test_core_raises_option_errors_and_never_imports_pytest():
+    import ast
+    from pathlib import Path
+
+    from pytest_libero.core import fullmode
+    from pytest_libero.errors import OptionError
+
+    with pytest.raises(OptionError, match="--libero-seeds '1,1': 1 is listed twice"):
+        fullmode.parse_int_list("--libero-seeds", "1,1", "a seed")
+    for path in sorted(Path(fullmode.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert "pytest" not in imported, f"{path.name} imports pytest: only pytest_libero/plugin may"

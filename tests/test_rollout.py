@@ -133,3 +133,27 @@ def test_policy_server_error_is_an_environment_fault_not_a_policy_fault():
     with pytest.raises(PolicyServerError) as info:
         run_episode(FakeService(), Scripted(PolicyServerError("server unreachable")), CELL, decisions(3, 5))
     assert info.value.partial.outcome == "env_error"  # type: ignore[attr-defined]
+
+
+def test_settings_reach_the_service_and_the_video_unchanged():
+    from pytest_libero.core.rollout import EpisodeSettings
+
+    class Recording(FakeService):
+        def start(self, payload):
+            self.payload = payload
+            return super().start(payload)
+
+        def set_deadline(self, deadline):
+            self.deadlines = [*getattr(self, "deadlines", []), deadline]
+
+    frames = []
+    service = Recording(success_at=7)
+    settings = EpisodeSettings(allow_source_mismatch=True, deadline_s=60.0, video_rate="control", reuse_env=False)
+    result = run_episode(service, Scripted(np.tile(HOLD, (5, 1))), CELL, decisions(3, 5), settings,
+                         on_frame=lambda images, success: frames.append(success))
+    assert service.payload == {
+        "cell": {"suite": "libero_10", "task_index": 0, "init_index": 0, "seed": CELL.seed}, "control_cap": 15,
+        "settle_controls": 10, "settle_action": [0.0] * 6 + [-1.0], "allow_mismatch": True, "track": "rgb",
+        "reuse_env": False}
+    assert service.deadlines[0] is not None and service.deadlines[1:] == [None]  # set for the episode only
+    assert result.outcome == "success" and frames == [False] * 7 + [True]  # first observation, then per control

@@ -4,48 +4,31 @@ Full mode runs every released init state the schedule lists for each selected ta
 once per run seed: cells `<suite>-tNN-sMM` (plus `-seedS` when --libero-seeds is given). The
 schedule supplies the per-suite caps on the horizon budget; a decisions budget
 (--libero-budget decisions) replaces them with D x K and is recorded as such, so the two never
-share a protocol identity. Bad input is a pytest.UsageError naming the value and the fix.
+share a protocol identity. Bad input is an OptionError naming the value and the fix (the plugin
+raises it as a pytest.UsageError; its options live in plugin/options.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from pytest_libero.core.cells import Cell
-from pytest_libero.errors import CatalogError
+from pytest_libero.errors import CatalogError, OptionError
 from pytest_libero.core.schedules import DEFAULT_SCHEDULE, Schedule, load
 
 MODES = ("fast", "full")
 
 
-def add_full_mode_options(group: Any) -> None:
-    group.addoption("--libero-mode", dest="libero_mode", choices=MODES, default=None,
-                    help="fast (default): each selected task once, init state 0, seed 20260907. full: every "
-                         "released init state of each selected task under a named schedule (--libero-schedule); "
-                         "with no --libero-scope the schedule's default suites (4 x 10 x 50 = 2,000 episodes)")
-    group.addoption("--libero-schedule", dest="libero_schedule", default=None, metavar="NAME",
-                    help=f"Full-mode schedule (default {DEFAULT_SCHEDULE}): standard, openvla, openpi, lerobot or "
-                         "libero-native; `python -m pytest_libero schedule NAME` prints one")
-    group.addoption("--libero-seeds", dest="libero_seeds", default=None, metavar="SEEDS",
-                    help="Full mode: run the schedule once per seed, e.g. 7,8,9 (cell ids get -seedN); the "
-                         "summary reports each seed and their mean and spread. Default: the schedule's seeds")
-    group.addoption("--libero-init-states", dest="libero_init_states", default=None, metavar="IDS",
-                    help="Full mode: run only these of the schedule's init states, e.g. 0,1,2 (a partial "
-                         "schedule: the summary never calls it the full protocol)")
-
-
 def parse_int_list(flag: str, text: str, what: str) -> tuple[int, ...]:
-    """Comma-separated non-negative integers, each once (task ids, seeds, init states); UsageError otherwise."""
+    """Comma-separated non-negative integers, each once (task ids, seeds, init states); OptionError otherwise."""
     values: list[int] = []
     for part in text.split(","):
         part = part.strip()
         if not part.isdecimal():
-            raise pytest.UsageError(f"{flag} {text!r}: {part!r} is not {what}; give comma-separated "
-                                    "non-negative integers such as 0,1,2")
+            raise OptionError(f"{flag} {text!r}: {part!r} is not {what}; give comma-separated "
+                              "non-negative integers such as 0,1,2")
         if int(part) in values:
-            raise pytest.UsageError(f"{flag} {text!r}: {part} is listed twice")
+            raise OptionError(f"{flag} {text!r}: {part} is listed twice")
         values.append(int(part))
     return tuple(values)
 
@@ -54,7 +37,7 @@ def resolve_schedule(name: str | None) -> Schedule:
     try:
         return load(name or DEFAULT_SCHEDULE)
     except CatalogError as exc:
-        raise pytest.UsageError(f"--libero-schedule {name}: {exc}") from None
+        raise OptionError(f"--libero-schedule {name}: {exc}") from None
 
 
 def check_fast_mode(opt: Any) -> None:
@@ -62,8 +45,8 @@ def check_fast_mode(opt: Any) -> None:
     for dest, flag in (("libero_schedule", "--libero-schedule"), ("libero_seeds", "--libero-seeds"),
                        ("libero_init_states", "--libero-init-states")):
         if opt(dest) is not None:
-            raise pytest.UsageError(f"{flag} {opt(dest)} applies only with --libero-mode full (fast mode runs "
-                                    "init state 0 once with seed 20260907); add --libero-mode full")
+            raise OptionError(f"{flag} {opt(dest)} applies only with --libero-mode full (fast mode runs "
+                              "init state 0 once with seed 20260907); add --libero-mode full")
 
 
 def full_mode_settings(opt: Any) -> tuple[Schedule, tuple[int, ...], bool, tuple[int, ...] | None]:
@@ -86,16 +69,16 @@ def expand(selection: tuple[Cell, ...], scope: str | None, schedule: Schedule, s
         tasks = [(cell.suite, cell.task_index) for cell in selection]
     for suite, task in tasks:
         if not schedule.covers(suite):
-            raise pytest.UsageError(f"--libero-schedule {schedule.name} has no plan for suite {suite}; choose a "
-                                    f"schedule that does or another suite")
+            raise OptionError(f"--libero-schedule {schedule.name} has no plan for suite {suite}; choose a "
+                              f"schedule that does or another suite")
         if task not in schedule.plan(suite).tasks:
-            raise pytest.UsageError(f"--libero-schedule {schedule.name} does not run {suite} task {task}")
+            raise OptionError(f"--libero-schedule {schedule.name} does not run {suite} task {task}")
     if init_states is not None:
         for suite in dict.fromkeys(s for s, _ in tasks):
             listed = schedule.plan(suite).init_states
             bad = [i for i in init_states if i not in listed]
             if bad:
-                raise pytest.UsageError(
+                raise OptionError(
                     f"--libero-init-states {','.join(map(str, init_states))}: init state {bad[0]} is not in "
                     f"schedule {schedule.name}'s {suite} plan (init states {listed[0]}-{listed[-1]})")
     cells: list[Cell] = []

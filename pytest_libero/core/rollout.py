@@ -13,19 +13,18 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from pytest_libero.core.cells import Cell
-from pytest_libero.core.contract import STOP, Counters, seal_observation, validate_chunk
+from pytest_libero.core.contract import STOP, Counters, Observation, seal_observation, validate_chunk
 from pytest_libero.errors import ActionError, EnvironmentFault, PolicyFault
 from pytest_libero.core.hashing import image_hashes
+from pytest_libero.core.outcomes import Outcome, Termination
 from pytest_libero.core.protocol import Protocol as EvalProtocol
 
-Outcome = Literal["success", "failure", "policy_error", "env_error"]
 FrameSink = Callable[[Any, bool], None]  # (images, is_first_success_frame)
-Termination = Literal["success", "truncation", "policy_stop", "policy_error", "env_error"]
 
 
 class Service(Protocol):
@@ -48,8 +47,8 @@ class EpisodeResult:
     init_index: int
     seed: int
     language: str = ""
-    outcome: Outcome = "env_error"
-    termination: Termination = "env_error"
+    outcome: Outcome = Outcome.ENV_ERROR
+    termination: Termination = Termination.ENV_ERROR
     message: str = ""
     policy_calls: int = 0
     action_decisions: int = 0
@@ -107,141 +106,204 @@ def _policy_deadline(deadline: float | None, enabled: bool) -> Any:
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol,
-                allow_source_mismatch: bool = False, on_frame: FrameSink | None = None,
-                deadline_s: float | None = None, interrupt_policy: bool = True,
-                video_rate: str = "delivered", reuse_env: bool = True) -> EpisodeResult:
-    """Run one episode of `policy` on `cell` under `protocol`.
+@dataclass(frozen=True, slots=True)
+class EpisodeSettings:
+    """How the engine runs an episode beyond the protocol: what the run's options decide.
 
-    Every delivered observation is hashed into `result.observations`. With `on_frame`, video
-    frames are passed on: at video_rate "delivered", each delivered observation and a final
-    frame rendered when the episode ends; at "control", the first observation and then every
+    `allow_source_mismatch`: the service runs even if the installed LIBERO files differ from the
+    frozen inventory. `deadline_s` bounds the whole episode: every service request gets at most
+    the time left (a service that needs longer is killed: env_error), and with
+    `interrupt_policy` an in-process policy call still running at the deadline is interrupted
+    (policy_error). `video_rate` "delivered": one video frame per delivered observation and a
+    final frame rendered when the episode ends; "control": the first observation and then every
     executed control's render. `reuse_env` lets the service keep its environment between
     episodes of one task (bit-identical; see bench_libero.EnvCache).
-
-    `deadline_s` bounds the whole episode: every service request gets at most the time left (a
-    service that needs longer is killed: env_error), and with `interrupt_policy` an in-process
-    policy call still running at the deadline is interrupted (policy_error).
     """
-    deadline = None if deadline_s is None else time.monotonic() + deadline_s
+
+    allow_source_mismatch: bool = False
+    deadline_s: float | None = None
+    interrupt_policy: bool = True
+    video_rate: str = "delivered"
+    reuse_env: bool = True
+
+
+DEFAULT_SETTINGS = EpisodeSettings()
+
+
+def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol,
+                settings: EpisodeSettings = DEFAULT_SETTINGS, on_frame: FrameSink | None = None) -> EpisodeResult:
+    """Run one episode of `policy` on `cell` under `protocol` (and `settings`).
+
+    Every delivered observation is hashed into `result.observations`. With `on_frame`, video
+    frames are passed on at `settings.video_rate`.
+    """
+    deadline = None if settings.deadline_s is None else time.monotonic() + settings.deadline_s
     # A service may not support deadlines (test doubles); BenchService does.
     set_deadline = getattr(service, "set_deadline", None)
     if set_deadline is not None:
         set_deadline(deadline)
     try:
-        return _run(service, policy, cell, protocol, allow_source_mismatch, on_frame, deadline, interrupt_policy,
-                    video_rate, reuse_env)
+        return _Rollout(service, policy, cell, protocol, settings, on_frame, deadline).run()
     finally:
         if set_deadline is not None:
             set_deadline(None)
 
 
-def _run(service: Service, policy: Any, cell: Cell, protocol: EvalProtocol, allow_source_mismatch: bool,
-         on_frame: FrameSink | None, deadline: float | None, interrupt_policy: bool, video_rate: str,
-         reuse_env: bool) -> EpisodeResult:
-    every_control = on_frame is not None and video_rate == "control"
-    result = EpisodeResult(
-        cell_id=cell.id, suite=cell.suite, task_index=cell.task_index, init_index=cell.init_index,
-        seed=cell.seed, control_cap=protocol.control_cap(cell.suite), cap_source=protocol.cap_source(cell.suite),
-        max_policy_calls=protocol.max_policy_calls if protocol.budget == "decisions" else None,
-        replan_interval=protocol.replan_interval, protocol_identity=protocol.identity,
-    )
-    policy_s = 0.0
-    try:
-        started = service.start({
+class _Rollout:
+    """One episode in progress: the engine's state, and the named steps of its loop."""
+
+    def __init__(self, service: Service, policy: Any, cell: Cell, protocol: EvalProtocol,
+                 settings: EpisodeSettings, on_frame: FrameSink | None, deadline: float | None) -> None:
+        self.service, self.policy, self.cell, self.protocol = service, policy, cell, protocol
+        self.settings, self.on_frame, self.deadline = settings, on_frame, deadline
+        self.every_control = on_frame is not None and settings.video_rate == "control"
+        self.policy_s = 0.0
+        self.result = EpisodeResult(
+            cell_id=cell.id, suite=cell.suite, task_index=cell.task_index, init_index=cell.init_index,
+            seed=cell.seed, control_cap=protocol.control_cap(cell.suite), cap_source=protocol.cap_source(cell.suite),
+            max_policy_calls=protocol.max_policy_calls if protocol.budget == "decisions" else None,
+            replan_interval=protocol.replan_interval, protocol_identity=protocol.identity,
+        )
+
+    def run(self) -> EpisodeResult:
+        result = self.result
+        try:
+            images, state = self._start()
+            if not self._reset_policy():
+                images = None
+            while images is not None:
+                decision = self._decide(self._observe(images, state))
+                if decision is None:
+                    break
+                images, state = self._execute(*decision)
+            self._finish()
+        except EnvironmentFault as exc:
+            result.outcome, result.termination = Outcome.ENV_ERROR, Termination.ENV_ERROR
+            result.message = str(exc).split("\n", 1)[0]
+            result.error = traceback.format_exc()
+            result.timing["policy_s"] = self.policy_s
+            exc.partial = result  # type: ignore[attr-defined]
+            raise
+        return result
+
+    def _start(self) -> tuple[Any, Any]:
+        """Start the episode in the service: reset, settle; the first images and state."""
+        cell, protocol, result = self.cell, self.protocol, self.result
+        started = self.service.start({
             "cell": {"suite": cell.suite, "task_index": cell.task_index, "init_index": cell.init_index,
                      "seed": cell.seed},
             "control_cap": result.control_cap, "settle_controls": protocol.settle_controls,
             "settle_action": list(protocol.settle_action),
-            "allow_mismatch": allow_source_mismatch, "track": protocol.track, "reuse_env": reuse_env,
+            "allow_mismatch": self.settings.allow_source_mismatch, "track": protocol.track,
+            "reuse_env": self.settings.reuse_env,
             # Another benchmark adapter's protocol options (none for libero).
             **({"options": dict(protocol.benchmark_options)} if protocol.benchmark != "libero" else {}),
         })
         result.language = started["language"]
         result.settling_controls = started["settling_controls"]
-        images, state = started["observation"], started.get("state")
+        return started["observation"], started.get("state")
+
+    def _call_policy(self, name: str, call: Callable[[], Any]) -> tuple[bool, Any]:
+        """(True, value) of a policy call under the deadline; (False, None) after a policy fault.
+
+        An `EnvironmentFault` (a policy server's) goes on: it is no fault of the policy.
+        """
         try:
-            with _policy_deadline(deadline, interrupt_policy):
-                policy.reset(result.language)
+            with _policy_deadline(self.deadline, self.settings.interrupt_policy):
+                return True, call()
         except EnvironmentFault:
             raise
         except Exception as exc:  # noqa: BLE001 - any other adapter exception is a policy fault
-            _policy_fault(result, f"policy.reset raised {type(exc).__name__}: {exc}", exc)
-            images = None
-        while images is not None:
-            counters = Counters(result.policy_calls, result.action_decisions, result.executed_controls)
-            observation = seal_observation(result.language, images, counters, state, protocol.track)
-            if on_frame is not None and not (every_control and result.policy_calls > 0):
-                on_frame(observation.images, False)
-            result.policy_calls += 1
-            result.observations.append({"policy_call": result.policy_calls,
-                                        "executed_controls": result.executed_controls,
-                                        "sha256": image_hashes(observation.images)})
-            if observation.state is not None:
-                result.observations[-1]["state"] = observation.state.tolist()
-            tick = time.perf_counter()
-            try:
-                with _policy_deadline(deadline, interrupt_policy):
-                    raw = policy.act(observation)
-            except EnvironmentFault:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                _policy_fault(result, f"policy.act raised {type(exc).__name__}: {exc}", exc)
-                break
-            finally:
-                policy_s += time.perf_counter() - tick
-            if raw is STOP:
-                result.chunks.append({"policy_call": result.policy_calls, "stop": True})
-                result.outcome, result.termination = "failure", "policy_stop"
-                result.message = f"policy returned STOP before native success: {result.counters_text()}"
-                break
-            try:
-                chunk = validate_chunk(raw)
-            except ActionError as exc:
-                result.chunks.append({"policy_call": result.policy_calls, "invalid": _describe_raw(raw),
-                                      "executed": 0})
-                _policy_fault(result, f"invalid action at policy call {result.policy_calls}: {exc}", None)
-                break
-            result.action_decisions += 1
-            prefix = chunk[: protocol.replan_interval]
-            last_call = result.max_policy_calls is not None and result.policy_calls >= result.max_policy_calls
-            step = service.submit(prefix, deliver=not last_call, frames=every_control)
-            for index, frame in enumerate(step.get("frames") or ()):
-                assert on_frame is not None
-                on_frame(frame, step["success"] and index == len(step["frames"]) - 1)
-            result.executed_controls = step["executed_total"]
-            result.chunks.append({"policy_call": result.policy_calls, "returned": chunk.tolist(),
-                                  "dtype": str(np.asarray(raw).dtype), "executed": step["executed"]})
-            if step["success"]:
-                result.first_success_control = result.executed_controls
-                result.first_success_policy_call = result.policy_calls
-                result.outcome, result.termination = "success", "success"
-                result.message = f"native success at control {result.executed_controls}: {result.counters_text()}"
-                break
-            if step["truncated"] or last_call:
-                result.outcome, result.termination = "failure", "truncation"
-                result.message = f"no native success within the cap: {result.counters_text()}"
-                break
-            images, state = step["observation"], step.get("state")
-        result.private = service.finish(final_frame=on_frame is not None and not every_control)
+            _policy_fault(self.result, f"{name} raised {type(exc).__name__}: {exc}", exc)
+            return False, None
+
+    def _reset_policy(self) -> bool:
+        language = self.result.language
+        return self._call_policy("policy.reset", lambda: self.policy.reset(language))[0]
+
+    def _observe(self, images: Any, state: Any) -> Observation:
+        """Seal the observation the policy is about to get, count the call, hash it (and film it)."""
+        result = self.result
+        counters = Counters(result.policy_calls, result.action_decisions, result.executed_controls)
+        observation = seal_observation(result.language, images, counters, state, self.protocol.track)
+        if self.on_frame is not None and not (self.every_control and result.policy_calls > 0):
+            self.on_frame(observation.images, False)
+        result.policy_calls += 1
+        result.observations.append({"policy_call": result.policy_calls,
+                                    "executed_controls": result.executed_controls,
+                                    "sha256": image_hashes(observation.images)})
+        if observation.state is not None:
+            result.observations[-1]["state"] = observation.state.tolist()
+        return observation
+
+    def _decide(self, observation: Observation) -> tuple[np.ndarray, Any] | None:
+        """The policy's valid chunk (and what it returned); None when the episode ended here.
+
+        It ends on an adapter exception or an invalid action (policy_error) and on STOP (failure).
+        """
+        result = self.result
+        tick = time.perf_counter()
+        try:
+            answered, raw = self._call_policy("policy.act", lambda: self.policy.act(observation))
+        finally:
+            self.policy_s += time.perf_counter() - tick
+        if not answered:
+            return None
+        if raw is STOP:
+            result.chunks.append({"policy_call": result.policy_calls, "stop": True})
+            result.outcome, result.termination = Outcome.FAILURE, Termination.POLICY_STOP
+            result.message = f"policy returned STOP before native success: {result.counters_text()}"
+            return None
+        try:
+            chunk = validate_chunk(raw)
+        except ActionError as exc:
+            result.chunks.append({"policy_call": result.policy_calls, "invalid": _describe_raw(raw), "executed": 0})
+            _policy_fault(result, f"invalid action at policy call {result.policy_calls}: {exc}", None)
+            return None
+        result.action_decisions += 1
+        return chunk, raw
+
+    def _execute(self, chunk: np.ndarray, raw: Any) -> tuple[Any, Any]:
+        """Submit the chunk's declared prefix; the next images and state, or (None, None) at the end.
+
+        It ends at native success or at the cap (the control cap, or the last allowed policy call).
+        """
+        result = self.result
+        last_call = result.max_policy_calls is not None and result.policy_calls >= result.max_policy_calls
+        step = self.service.submit(chunk[: self.protocol.replan_interval], deliver=not last_call,
+                                   frames=self.every_control)
+        for index, frame in enumerate(step.get("frames") or ()):
+            assert self.on_frame is not None
+            self.on_frame(frame, step["success"] and index == len(step["frames"]) - 1)
+        result.executed_controls = step["executed_total"]
+        result.chunks.append({"policy_call": result.policy_calls, "returned": chunk.tolist(),
+                              "dtype": str(np.asarray(raw).dtype), "executed": step["executed"]})
+        if step["success"]:
+            result.first_success_control = result.executed_controls
+            result.first_success_policy_call = result.policy_calls
+            result.outcome, result.termination = Outcome.SUCCESS, Termination.SUCCESS
+            result.message = f"native success at control {result.executed_controls}: {result.counters_text()}"
+            return None, None
+        if step["truncated"] or last_call:
+            result.outcome, result.termination = Outcome.FAILURE, Termination.TRUNCATION
+            result.message = f"no native success within the cap: {result.counters_text()}"
+            return None, None
+        return step["observation"], step.get("state")
+
+    def _finish(self) -> None:
+        """The service's evidence (and the video's last frame); the engine's count must agree."""
+        result = self.result
+        result.private = self.service.finish(final_frame=self.on_frame is not None and not self.every_control)
         final_frame = result.private.pop("final_frame", None)
-        if on_frame is not None and final_frame is not None:
-            on_frame(final_frame, result.outcome == "success")
+        if self.on_frame is not None and final_frame is not None:
+            self.on_frame(final_frame, result.outcome == Outcome.SUCCESS)
         if result.private.get("first_success_control") != result.first_success_control:
             raise EnvironmentFault("service and engine disagree on the first-success control")
-        result.timing = dict(result.private.pop("timing", {}), policy_s=policy_s)
-    except EnvironmentFault as exc:
-        result.outcome = result.termination = "env_error"
-        result.message = str(exc).split("\n", 1)[0]
-        result.error = traceback.format_exc()
-        result.timing["policy_s"] = policy_s
-        exc.partial = result  # type: ignore[attr-defined]
-        raise
-    return result
+        result.timing = dict(result.private.pop("timing", {}), policy_s=self.policy_s)
 
 
 def _policy_fault(result: EpisodeResult, message: str, exc: BaseException | None) -> None:
-    result.outcome, result.termination = "policy_error", "policy_error"
+    result.outcome, result.termination = Outcome.POLICY_ERROR, Termination.POLICY_ERROR
     result.message = f"{message} ({result.counters_text()})"
     if exc is not None:
         result.error = "".join(traceback.format_exception(exc))

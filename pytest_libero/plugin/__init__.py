@@ -15,6 +15,7 @@ from typing import Any, Generator, Iterator
 import pytest
 
 from pytest_libero.core.cells import Cell
+from pytest_libero.core.outcomes import COMPLETED, Outcome
 from pytest_libero.errors import EnvironmentFault, InventoryMismatch, PolicyLoadError
 from pytest_libero.plugin.options import LiberoRun, addoptions, build_run, is_libero_run
 from pytest_libero.results.records import RunDir, new_run_id, profile_slug
@@ -220,9 +221,9 @@ class Episode:
     def check(self) -> None:
         """Pass on native success; fail (with the counters) on truncation, stop or policy fault."""
         r = self.result
-        if r.outcome == "success":
+        if r.outcome == Outcome.SUCCESS:
             return
-        reason = "policy_error" if r.outcome == "policy_error" else "failure"
+        reason = Outcome.POLICY_ERROR if r.outcome == Outcome.POLICY_ERROR else Outcome.FAILURE
         pytest.fail(f"{reason}: {r.message}", pytrace=False)
 
 
@@ -255,16 +256,13 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     fault: EnvironmentFault | None = None
     try:
         result = run_episode(libero_service, libero_policy, libero_cell, libero_run.protocol,
-                             allow_source_mismatch=libero_run.allow_source_mismatch, on_frame=files.frame,
-                             deadline_s=libero_run.episode_deadline_s(libero_cell.suite),
-                             interrupt_policy=libero_run.isolation != "process",
-                             video_rate=libero_run.video_rate, reuse_env=libero_run.reuse_env)
+                             libero_run.episode_settings(libero_cell.suite), on_frame=files.frame)
     except EnvironmentFault as exc:
         fault, result = exc, exc.partial  # type: ignore[attr-defined]
     result.warnings.extend(libero_source_check)
     request.node.stash[RESULT_KEY] = files.write(result)
     if fault is not None:
-        pytest.fail(f"env_error: {fault}", pytrace=False)
+        pytest.fail(f"{Outcome.ENV_ERROR}: {fault}", pytrace=False)
     return Episode(result)
 
 
@@ -279,6 +277,6 @@ def _resumed_episode(request: pytest.FixtureRequest, cell: Cell) -> Episode:
     row = dict(episode_row(cell.id, record), resumed=True)
     request.node.stash[RESULT_KEY] = row
     outcome, message = record["outcome"]["outcome"], record["outcome"]["message"]
-    if outcome not in ("success", "failure", "policy_error"):
+    if Outcome(outcome) not in COMPLETED:
         pytest.fail(f"{outcome} (kept by --libero-resume-keep-errors): {message}", pytrace=False)
     return Episode(SimpleNamespace(outcome=outcome, message=f"{message} [resumed: recorded earlier]"))

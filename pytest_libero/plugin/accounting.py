@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.core.outcomes import Outcome, status
 from pytest_libero.results.files import write_json_atomic
 from pytest_libero.results.page import counters_text
 from pytest_libero.plugin.options import LiberoRun
@@ -82,9 +83,10 @@ class Accounting:
             return
         cell = self._cell(crashitem)
         message = f"worker crashed while running {cell}: {report.longreprtext.strip()[:500]}"
-        self._write_placeholder(cell, "crashed", message, getattr(report, "worker_id", "?"))
+        self._write_placeholder(cell, Outcome.CRASHED, message, getattr(report, "worker_id", "?"))
         report.when = "setup"  # an error, not a failure; pytest-html records it on the teardown below
-        report.libero = {"cell": cell, "outcome": "crashed", "status": "errored", "message": message}  # type: ignore[attr-defined]
+        report.libero = {  # type: ignore[attr-defined]
+            "cell": cell, "outcome": Outcome.CRASHED.value, "status": status(Outcome.CRASHED), "message": message}
         report._libero_teardown = pytest.TestReport(  # type: ignore[attr-defined]
             nodeid=report.nodeid, location=report.location, keywords={}, outcome="passed",
             longrepr=None, when="teardown")
@@ -125,7 +127,7 @@ class Accounting:
         return counts
 
     # -- session end ---------------------------------------------------------------------
-    def _write_placeholder(self, cell: str, outcome: str, message: str, worker: str) -> None:
+    def _write_placeholder(self, cell: str, outcome: Outcome, message: str, worker: str) -> None:
         run = self.run
         write_record(self.run_dir, placeholder_record(
             cell, outcome, message, adapter=run.adapter, context=run.context, protocol=run.protocol.as_dict(),
@@ -143,9 +145,9 @@ class Accounting:
             if self.run_dir.record_path(cell).exists():
                 continue
             if nodeid in self.unrecorded_errors:
-                self._write_placeholder(cell, "env_error", self.unrecorded_errors[nodeid], "main")
+                self._write_placeholder(cell, Outcome.ENV_ERROR, self.unrecorded_errors[nodeid], "main")
             elif self.status.get(nodeid) in (None, "unattempted"):
-                self._write_placeholder(cell, "not_run", "never ran (-x, interrupt, skip or lost worker)", "main")
+                self._write_placeholder(cell, Outcome.NOT_RUN, "never ran (-x, interrupt, skip or lost worker)", "main")
         summary = rebuild(self.run_dir.path, self.run.adapter)
         self._summary = (summary, (self.run_dir.path / "success_rates.png").read_bytes())
         return self._summary

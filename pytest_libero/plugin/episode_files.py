@@ -6,6 +6,7 @@ from typing import Any
 
 from pytest_libero.core.benchmark import Unattempted
 from pytest_libero.core.cells import Cell
+from pytest_libero.core.outcomes import Outcome
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.core.policy import adapter_file_hash
 from pytest_libero.results.files import VideoWriter
@@ -45,7 +46,7 @@ class EpisodeFiles:
         """Commit (or drop) the video, then write the record; return the report row."""
         video = None
         if self.video is not None:
-            if self.run.video == "all" or result.outcome != "success":
+            if self.run.video == "all" or result.outcome != Outcome.SUCCESS:
                 committed = self.video.commit()
                 if committed is not None:
                     video = dict(committed, path=str(self.video.path.relative_to(self.run_dir.path)))

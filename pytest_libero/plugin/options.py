@@ -6,7 +6,9 @@ pytest_configure: before any worker starts and before anything is collected.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field as dataclasses_field
 from typing import Any
@@ -17,9 +19,11 @@ from pytest_libero import benchmarks
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.contract import TRACKS
-from pytest_libero.core.fullmode import add_full_mode_options
+from pytest_libero.core.fullmode import MODES
 from pytest_libero.core.policy import PolicySpec, parse_policy_kwargs
 from pytest_libero.core.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
+from pytest_libero.core.rollout import EpisodeSettings
+from pytest_libero.core.schedules import DEFAULT_SCHEDULE
 from pytest_libero.core.shards import Shard, resolve_shard
 from pytest_libero.errors import OptionError
 from pytest_libero.runtime.policies import check_spec
@@ -149,6 +153,33 @@ def add_scale_out_options(group: pytest.OptionGroup) -> None:
                     help="Number of shards of a Kubernetes Indexed Job (default: LIBERO_SHARD_COUNT)")
 
 
+def add_full_mode_options(group: pytest.OptionGroup) -> None:
+    """--libero-mode full and its schedule options (docs/schedules-and-compare.md)."""
+    group.addoption("--libero-mode", dest="libero_mode", choices=MODES, default=None,
+                    help="fast (default): each selected task once, init state 0, seed 20260907. full: every "
+                         "released init state of each selected task under a named schedule (--libero-schedule); "
+                         "with no --libero-scope the schedule's default suites (4 x 10 x 50 = 2,000 episodes)")
+    group.addoption("--libero-schedule", dest="libero_schedule", default=None, metavar="NAME",
+                    help=f"Full-mode schedule (default {DEFAULT_SCHEDULE}): standard, openvla, openpi, lerobot or "
+                         "libero-native; `python -m pytest_libero schedule NAME` prints one")
+    group.addoption("--libero-seeds", dest="libero_seeds", default=None, metavar="SEEDS",
+                    help="Full mode: run the schedule once per seed, e.g. 7,8,9 (cell ids get -seedN); the "
+                         "summary reports each seed and their mean and spread. Default: the schedule's seeds")
+    group.addoption("--libero-init-states", dest="libero_init_states", default=None, metavar="IDS",
+                    help="Full mode: run only these of the schedule's init states, e.g. 0,1,2 (a partial "
+                         "schedule: the summary never calls it the full protocol)")
+
+
+
+@contextlib.contextmanager
+def usage_errors() -> Iterator[None]:
+    """A bad value found below the plugin (an OptionError) reaches the user as a pytest.UsageError."""
+    try:
+        yield
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 @dataclass(frozen=True, slots=True)
 class LiberoRun:
     """Everything a run needs, decided once from the command line."""
@@ -182,6 +213,13 @@ class LiberoRun:
         if self.episode_timeout_s is not None:
             return self.episode_timeout_s
         return default_episode_timeout_s(self.protocol.control_cap(suite))
+
+    def episode_settings(self, suite: str) -> EpisodeSettings:
+        """How the engine runs an episode of `suite` under these options."""
+        return EpisodeSettings(allow_source_mismatch=self.allow_source_mismatch,
+                               deadline_s=self.episode_deadline_s(suite),
+                               interrupt_policy=self.isolation != "process",  # a process policy has its own deadline
+                               video_rate=self.video_rate, reuse_env=self.reuse_env)
 
 
 def build_run(config: pytest.Config) -> LiberoRun:

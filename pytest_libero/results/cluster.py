@@ -487,14 +487,15 @@ def shard_run_folder(shard_dir: Path) -> Path | None:
 def record_counts(run_folder: Path | None, cells: Sequence[str]) -> tuple[dict[str, int], tuple[str, ...]]:
     """passed/failed/errored/unattempted of `cells` from the folder's records (no record: unattempted),
     and the Slurm jobs the records name."""
-    from pytest_libero.results.summary import STATUS, load_run
+    from pytest_libero.core.outcomes import status
+    from pytest_libero.results.summary import load_run
 
     records = load_run(run_folder)[2] if run_folder is not None else {}
     counts = dict.fromkeys(COUNTS, 0)
     jobs: set[str] = set()
     for cell in cells:
         record = records.get(cell)
-        counts[STATUS[record["outcome"]["outcome"]] if record else "unattempted"] += 1
+        counts[status(record["outcome"]["outcome"]) if record else "unattempted"] += 1
         slurm = ((record or {}).get("scheduler") or {}).get("slurm")
         if slurm:
             jobs.add(f"{slurm['array_job_id']}_{slurm['array_task_id']}" if slurm["array_job_id"] else slurm["job_id"])

@@ -28,9 +28,8 @@ from typing import Any, Callable, Mapping
 from pytest_libero.errors import LiberoError
 from pytest_libero.core.protocol import setting_differences
 from pytest_libero.core.benchmark import BenchmarkAdapter
+from pytest_libero.core.outcomes import COMPLETED, Outcome
 from pytest_libero.core.statistics import ALPHA, Paired, analyse, min_discordant_for_significance
-
-COMPLETED = ("success", "failure", "policy_error")
 
 
 class CompareError(LiberoError):
@@ -58,6 +57,12 @@ def _protocol(run_dir: Path, manifest: dict[str, Any], records: dict[str, dict[s
     return next(iter(found.values()))
 
 
+def _completed(records: dict[str, dict[str, Any]]) -> dict[str, bool]:
+    """Whether each completed cell succeeded; errored and unattempted cells left out."""
+    outcomes = {cell: Outcome(record["outcome"]["outcome"]) for cell, record in records.items()}
+    return {cell: outcome == Outcome.SUCCESS for cell, outcome in outcomes.items() if outcome in COMPLETED}
+
+
 def compare(run_a: Path, run_b: Path, adapter_for: Callable[[Mapping[str, Any] | None], BenchmarkAdapter]) -> dict[str, Any]:
     """The paired comparison of two run folders (CompareError when they are not comparable).
 
@@ -74,10 +79,8 @@ def compare(run_a: Path, run_b: Path, adapter_for: Callable[[Mapping[str, Any] |
             f"{protocol_b.get('identity')} in RUN_B), so their success rates measure different things. "
             "Settings that differ:\n  " + "\n  ".join(diff) +
             "\nRe-run one of them with the other's settings.")
-    done_a = {c: r["outcome"]["outcome"] == "success" for c, r in records_a.items()
-              if r["outcome"]["outcome"] in COMPLETED}
-    done_b = {c: r["outcome"]["outcome"] == "success" for c, r in records_b.items()
-              if r["outcome"]["outcome"] in COMPLETED}
+    done_a = _completed(records_a)
+    done_b = _completed(records_b)
     common = [c for c in done_a if c in done_b]
     if not common:
         raise CompareError(f"{run_a} and {run_b} have no completed cell in common; nothing to pair")

@@ -16,14 +16,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pytest_libero.core.outcomes import completeness
 from pytest_libero.errors import LiberoError
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import write_bytes_atomic, write_json_atomic
 from pytest_libero.results.records import RunDir
-
-# Which record of a cell wins when two folders hold one: a completed episode over an error
-# over one that never ran.
-_RANK = {"success": 2, "failure": 2, "policy_error": 2, "env_error": 1, "crashed": 1, "not_run": 0}
 
 
 class MergeError(LiberoError):
@@ -82,9 +79,10 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
     chosen: dict[str, tuple[Path, dict[str, Any]]] = {}
     for folder, (_, _, records) in loaded.items():
         for cell, record in records.items():
-            key = (_RANK[record["outcome"]["outcome"]], record.get("finished", ""))
+            # A completed episode over an error over one that never ran; then the latest.
+            key = (completeness(record["outcome"]["outcome"]), record.get("finished", ""))
             held = chosen.get(cell)
-            if held is None or key > (_RANK[held[1]["outcome"]["outcome"]], held[1].get("finished", "")):
+            if held is None or key > (completeness(held[1]["outcome"]["outcome"]), held[1].get("finished", "")):
                 chosen[cell] = (Path(folder), record)
     _prepare_out(out_dir)
     target = RunDir(out_dir)

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import RECORD_SCHEMA_VERSION, versions, write_json_atomic
+from pytest_libero.core.outcomes import Outcome, Termination
 
 
 
@@ -118,11 +119,13 @@ def episode_record(result: Any, *, adapter: BenchmarkAdapter, context: Any, prot
         "counters": {k: getattr(result, k) for k in (
             "policy_calls", "action_decisions", "executed_controls", "settling_controls", "control_cap",
             "max_policy_calls", "replan_interval")} | {"cap_source": result.cap_source},
-        "outcome": {"outcome": result.outcome, "termination": result.termination,
-                    "terminated": result.outcome == "success", "truncated": result.termination == "truncation",
+        # Plain strings (.value): the record becomes the report row that crosses xdist.
+        "outcome": {"outcome": Outcome(result.outcome).value, "termination": Termination(result.termination).value,
+                    "terminated": result.outcome == Outcome.SUCCESS,
+                    "truncated": result.termination == Termination.TRUNCATION,
                     "first_success_control": result.first_success_control,
                     "first_success_policy_call": result.first_success_policy_call,
-                    "message": result.message},
+                    "message": result.message, "settle_success": private.get("settle_success")},
         "errors": [{"message": result.message, "traceback": result.error}] if result.error else [],
         "warnings": list(result.warnings),
         "observations": result.observations,
@@ -146,6 +149,7 @@ def placeholder_record(cell_id: str, outcome: str, message: str, *, adapter: Ben
     `bulk` (the controller, writing many) lets the adapter keep what it reads between calls; a
     worker that may host an in-process policy passes False."""
     cell = adapter.cell_fields(cell_id, protocol, context, bulk=bulk)
+    outcome = Outcome(outcome).value
     return {
         "schema_version": RECORD_SCHEMA_VERSION, "cell": cell,
         "identities": {"source": dict(adapter.source), "versions": versions(),
@@ -154,7 +158,7 @@ def placeholder_record(cell_id: str, outcome: str, message: str, *, adapter: Ben
         "private": None, "counters": None,
         "outcome": {"outcome": outcome, "termination": outcome, "terminated": False, "truncated": False,
                     "first_success_control": None, "first_success_policy_call": None, "message": message},
-        "errors": [{"message": message, "traceback": None}] if outcome != "not_run" else [],
+        "errors": [{"message": message, "traceback": None}] if outcome != Outcome.NOT_RUN else [],
         "warnings": [], "observations": [], "chunks": [], "timing": {}, "video": None, "worker": worker,
         "scheduler": scheduler_fields(shard), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

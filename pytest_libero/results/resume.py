@@ -14,15 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pytest_libero.core.outcomes import COMPLETED, ERRORS, Outcome
 from pytest_libero.core.protocol import setting_differences
 from pytest_libero.errors import LiberoError
 
 class ResumeRefused(LiberoError):
     """The folder cannot be continued by this run (the plugin reports it as a usage error)."""
 
-
-COMPLETE = ("success", "failure", "policy_error")
-ERRORS = ("env_error", "crashed")
 
 
 def _differences(before: Any, now: Any) -> list[str]:
@@ -55,7 +53,7 @@ def completed_cells(run_dir: Path, protocol: dict[str, Any], identity: str, poli
             _refuse(run_dir, "protocol", _differences(settings, protocol) or ["protocol identity"])
         if manifest.get("policy") != policy_spec:
             _refuse(run_dir, "policy", _differences(manifest.get("policy"), policy_spec))
-    keep = COMPLETE + (ERRORS if keep_errors else ())
+    keep = COMPLETED | ERRORS if keep_errors else COMPLETED
     kept: dict[str, dict[str, Any]] = {}
     for cell, record in records.items():
         ids = record["identities"]
@@ -65,7 +63,7 @@ def completed_cells(run_dir: Path, protocol: dict[str, Any], identity: str, poli
         spec = (ids.get("model_profile") or {}).get("spec")
         if spec != policy_spec:
             _refuse(run_dir, f"record {cell}'s policy", _differences(spec, policy_spec))
-        if record["outcome"]["outcome"] in keep:
+        if Outcome(record["outcome"]["outcome"]) in keep:
             kept[cell] = record
     return kept
 

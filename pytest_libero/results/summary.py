@@ -16,12 +16,10 @@ from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import is_temporary, write_bytes_atomic, write_json_atomic
 from pytest_libero.results.records import RunDir
 from pytest_libero.results.telemetry import throughput
+from pytest_libero.core.outcomes import Outcome, status
 from pytest_libero.core.statistics import wilson
 
 SUMMARY_SCHEMA_VERSION = 1
-# How pytest outcomes group the native ones.
-STATUS = {"success": "passed", "failure": "failed", "policy_error": "failed", "env_error": "errored",
-          "crashed": "errored", "not_run": "unattempted"}
 
 
 def load_manifest(run_dir: Path) -> dict[str, Any]:
@@ -66,14 +64,14 @@ def _read(path: Path) -> Any:
 def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """Counts, both success rates with Wilson intervals and the median first-success control of `cells`."""
     counts = {"selected": len(cells), "passed": 0, "failed": 0, "errored": 0, "unattempted": 0}
-    by_outcome = dict.fromkeys(STATUS, 0)
+    by_outcome = {outcome.value: 0 for outcome in Outcome}
     first_success = []
     for cell in cells:
         record = records.get(cell)
-        outcome = record["outcome"]["outcome"] if record else "not_run"
-        by_outcome[outcome] += 1
-        counts[STATUS[outcome]] += 1
-        if outcome == "success" and record and record["outcome"]["first_success_control"] is not None:
+        outcome = Outcome(record["outcome"]["outcome"]) if record else Outcome.NOT_RUN
+        by_outcome[outcome.value] += 1
+        counts[status(outcome)] += 1
+        if outcome == Outcome.SUCCESS and record and record["outcome"]["first_success_control"] is not None:
             first_success.append(record["outcome"]["first_success_control"])
     completed = counts["passed"] + counts["failed"]
     return {
@@ -99,7 +97,7 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
         "suites": {s: g for s, g in suites.items() if g["selected"]},
         "protocol_identities": identities,
         "episodes": [episode_row(cell, records.get(cell)) for cell in cells],
-        "unattempted": [c for c in cells if c not in records or records[c]["outcome"]["outcome"] == "not_run"],
+        "unattempted": [c for c in cells if c not in records or records[c]["outcome"]["outcome"] == Outcome.NOT_RUN],
         "unreadable_records": problems,
         "throughput": throughput(records),
     }
@@ -115,11 +113,11 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
 
 def episode_row(cell: str, record: dict[str, Any] | None) -> dict[str, Any]:
     if record is None:
-        return {"cell": cell, "outcome": "not_run", "status": "unattempted", "message": "no record",
-                "counters": None, "video": None, "first_success_control": None}
+        return {"cell": cell, "outcome": Outcome.NOT_RUN.value, "status": status(Outcome.NOT_RUN),
+                "message": "no record", "counters": None, "video": None, "first_success_control": None}
     outcome = record["outcome"]
     video = record.get("video")
-    return {"cell": cell, "outcome": outcome["outcome"], "status": STATUS[outcome["outcome"]],
+    return {"cell": cell, "outcome": outcome["outcome"], "status": status(outcome["outcome"]),
             "termination": outcome["termination"], "message": outcome["message"], "counters": record["counters"],
             "first_success_control": outcome["first_success_control"],
             "first_success_policy_call": outcome["first_success_policy_call"],
