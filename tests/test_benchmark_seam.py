@@ -23,12 +23,6 @@ ROOT = TESTS.parent
 CELLS = ["toy_red-n1", "toy_red-n2", "toy_blue-n1", "toy_blue-n2"]
 FAST = ["--libero-budget", "decisions", "--libero-max-policy-calls", "3", "--libero-video", "none"]
 
-SCHEMA_BUG = ("seam bug: catalog/schemas/episode_record.schema.json hard-codes LIBERO's and LIBERO-plus's cell "
-              "grammar (cell.id pattern) and closes cell.benchmark to LIBERO-plus (name enum ['libero_plus'], "
-              "required variant_id/category/difficulty, additionalProperties false), so "
-              "pytest_libero.results.summary.load_run/_valid rejects every record of another adapter as "
-              "unreadable: summary, report, resume, merge and compare see no record")
-
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
@@ -71,12 +65,10 @@ def schema_errors(record: dict[str, Any]) -> list[str]:
             for e in jsonschema.Draft202012Validator(schema).iter_errors(record)]
 
 
-def xfail_if_schema_rejects(folder: Path) -> None:
-    """The generic results code reads only schema-valid records: past this point a rejected toy
-    record makes every count wrong, so the step is an expected failure until the schema is opened."""
+def assert_schema_valid(folder: Path) -> None:
+    """The generic results code reads only schema-valid records: every toy record must be one."""
     problems = {c: schema_errors(r) for c, r in records(folder).items()}
-    if any(problems.values()):
-        pytest.xfail(f"{SCHEMA_BUG} (e.g. {next(p for p in problems.values() if p)[:2]})")
+    assert not any(problems.values()), problems
 
 
 @pytest.fixture(scope="module")
@@ -148,11 +140,8 @@ def test_runs_with_builtin_policies_write_records_with_the_adapters_fields(runs)
             else:
                 assert record["cell"]["benchmark"]["max_x"] == 0.0
                 assert record["outcome"]["outcome"] == "failure"
-    # Every schema complaint left is the schema's LIBERO-only cell grammar and benchmark object.
     errors = sorted({e for r in records(rand_dir).values() for e in schema_errors(r)})
-    assert all(e.startswith(("cell.id:", "cell.benchmark")) for e in errors), errors
-    if errors:
-        pytest.xfail(f"{SCHEMA_BUG}: {errors}")
+    assert not errors, errors
 
 
 def test_summary_page_and_terminal_have_the_adapters_blocks(runs):
@@ -162,7 +151,7 @@ def test_summary_page_and_terminal_have_the_adapters_blocks(runs):
     assert summary["toy"]["benchmark"] == "toy" and set(summary["suites"]) == {"toy_red", "toy_blue"}
     page = (folder / "report.html").read_text()
     assert '<div class="toy">' in page
-    xfail_if_schema_rejects(folder)
+    assert_schema_valid(folder)
     assert summary["unreadable_records"] == []
     assert "TOY: task n1: passed 2 of 2" in rand.stdout and "TOY: task n2: passed 0 of 2" in rand.stdout
     assert summary["toy"]["by_task_number"]["n1"]["passed"] == 2
@@ -176,7 +165,7 @@ def test_report_command_rebuilds_with_the_adapter(runs, env):
     result = cli(env, "report", str(folder))
     assert result.returncode == 0, result.stderr
     assert "toy" in json.loads((folder / "summary.json").read_text())
-    xfail_if_schema_rejects(folder)
+    assert_schema_valid(folder)
     assert "selected 4 = passed 2 + failed 2 + errored 0 + unattempted 0" in result.stdout
 
 
@@ -184,7 +173,7 @@ def test_report_command_rebuilds_with_the_adapter(runs, env):
 
 def test_resume_reruns_only_the_missing_cell(runs, env, tmp_path):
     _, source = runs["random"]
-    xfail_if_schema_rejects(source)  # resume keeps only records load_run accepts
+    assert_schema_valid(source)  # resume keeps only records load_run accepts
     import shutil
 
     folder = tmp_path / "reports" / "random" / source.name
@@ -214,7 +203,7 @@ def test_two_shards_merge_into_the_whole_run(env, tmp_path, runs):
     assert sorted(c for s in shards for c in records(s)) == sorted(CELLS)
     merged = tmp_path / "merged"
     result = cli(env, "merge", str(merged), *map(str, shards))
-    xfail_if_schema_rejects(shards[0])
+    assert_schema_valid(shards[0])
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((merged / "summary.json").read_text())
     assert summary["overall"]["selected"] == 4 and summary["overall"]["passed"] == 2
@@ -226,7 +215,7 @@ def test_compare_pairs_a_zero_and_a_random_run_by_the_adapters_task_label(runs, 
     _, zero_dir = runs["zero"]
     _, rand_dir = runs["random"]
     result = cli(env, "compare", str(zero_dir), str(rand_dir))
-    xfail_if_schema_rejects(rand_dir)
+    assert_schema_valid(rand_dir)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 paired episodes" in result.stdout
     assert "toy task n1" in result.stdout and "toy task n2" in result.stdout

@@ -65,7 +65,7 @@ class BenchmarkAdapter(Protocol):
     name: str
     description: str
     service_module: str  # run by the bench service (pytest_libero.runtime.server)
-    source: Mapping[str, Any]  # the upstream source identity written on every record
+    source: Mapping[str, Any]  # the upstream source identity on every record: at least repository, revision
 
     def options(self) -> Sequence[OptionSpec]:
         """The adapter's own options (refused unless this adapter is selected)."""
