@@ -103,11 +103,13 @@ def test_settle_success_is_optional_so_older_records_stay_valid():
     from pytest_libero.core.data import SCHEMA_DIR
     from pytest_libero.core.policy import PolicySpec
     from pytest_libero.core.protocol import Protocol
+    from pytest_libero.benchmarks.libero import ADAPTER as LIBERO
     from pytest_libero.results.records import placeholder_record
 
     schema = json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8"))
     protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
-    record = placeholder_record("libero_10-t00-s00", "not_run", "never ran", protocol=protocol.as_dict(),
+    record = placeholder_record("libero_10-t00-s00", "not_run", "never ran", adapter=LIBERO, context=None,
+                                protocol=protocol.as_dict(),
                                 identity=protocol.identity,
                                 policy_profile={"spec": PolicySpec("zero").as_dict(), "kind": "unknown"},
                                 worker="main")
