@@ -309,7 +309,7 @@ def generate(cell_id: str, verbose: bool = False, script: Callable[[Expert], Non
     """Run the scripted expert on one cell; return the log (success or not)."""
     from pytest_libero.benchmarks.libero import catalog
     from pytest_libero.benchmarks.libero.service import LiberoEpisode, prepare_process_environment
-    from pytest_libero.core.protocol import DEFAULT_REPLAN_INTERVAL, SETTLE_CONTROLS
+    from pytest_libero.core.protocol import DEFAULT_REPLAN_INTERVAL, REFERENCE_HORIZONS, SETTLE_CONTROLS
     from pytest_libero.core.cells import FAST_SEED
     from pytest_libero.core.contract import SETTLE_ACTION, images_from_native
 
@@ -317,7 +317,7 @@ def generate(cell_id: str, verbose: bool = False, script: Callable[[Expert], Non
 
     prepare_process_environment(tempfile.mkdtemp(prefix="pytest-libero-demo-expert-"))
     suite, task_index, init_index = parse_cell(cell_id)
-    cap = catalog.REFERENCE_HORIZONS[suite][0]
+    cap = REFERENCE_HORIZONS[suite][0]
     entry = catalog.entry(suite, task_index)
     episode = LiberoEpisode({"suite": suite, "task_index": task_index, "init_index": init_index,
                              "seed": FAST_SEED}, cap, SETTLE_CONTROLS, False)
