@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pytest_libero.results.files import write_json_atomic
 from pytest_libero.core.protocol import Protocol
-from pytest_libero.benchmarks.libero import ADAPTER as LIBERO
+from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
 from pytest_libero.results.records import RunDir, placeholder_record, run_manifest, write_record
 
 TERMINATION = {"success": "success", "failure": "truncation", "policy_error": "policy_error",

@@ -103,7 +103,7 @@ def test_settle_success_is_optional_so_older_records_stay_valid():
     from pytest_libero.core.data import SCHEMA_DIR
     from pytest_libero.core.policy import PolicySpec
     from pytest_libero.core.protocol import Protocol
-    from pytest_libero.benchmarks.libero import ADAPTER as LIBERO
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
     from pytest_libero.results.records import placeholder_record
 
     schema = json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8"))

@@ -21,8 +21,8 @@ from liberoplus_helpers import classification, synthetic, write_classification
 
 from pytest_libero.benchmarks.libero_plus import build
 from pytest_libero.benchmarks.libero_plus import catalog as lp
-from pytest_libero.benchmarks.libero import ADAPTER as LIBERO
-from pytest_libero.benchmarks.libero_plus import ADAPTER as PLUS
+from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
+from pytest_libero.benchmarks.libero_plus.adapter import ADAPTER as PLUS
 from pytest_libero.benchmarks.libero_plus.options import PlusSettings
 from pytest_libero.core.protocol import Protocol
 

@@ -150,7 +150,7 @@ def test_a_user_asset_folder_is_linked_and_checked_and_the_default_link_comes_ba
     each variant's files there; a later default service links the standard assets again."""
     from pytest_libero.benchmarks.libero_plus.service import standard_assets
     from pytest_libero.benchmarks import service_env
-    from pytest_libero.benchmarks.libero_plus import ADAPTER as PLUS
+    from pytest_libero.benchmarks.libero_plus.adapter import ADAPTER as PLUS
     from pytest_libero.benchmarks.libero_plus.options import PlusSettings
     from pytest_libero.benchmarks.libero_plus.build import package_dir
     from pytest_libero.runtime.service import BenchService

@@ -11,7 +11,7 @@ from run_folders import full_protocol, write_run
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.benchmarks.libero.inventory import check_installation
 from pytest_libero.results.schedule_summary import lines
-from pytest_libero.benchmarks.libero import ADAPTER as LIBERO
+from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
 from pytest_libero.results.summary import build_summary, rebuild
 
 

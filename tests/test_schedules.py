@@ -141,7 +141,7 @@ def test_records_of_episodes_that_never_ran_carry_the_schedule_env_seed(schedule
     from pytest_libero.results.records import placeholder_record
 
     protocol = Protocol("default", "horizon", 5, None, mode="full", schedule=schedule, seeds=seeds)
-    from pytest_libero.benchmarks.libero import ADAPTER as LIBERO
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
 
     record = placeholder_record(cell, "not_run", "never ran", adapter=LIBERO, context=None,
                                 protocol=protocol.as_dict(), identity=protocol.identity,

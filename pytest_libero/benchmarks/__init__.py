@@ -24,12 +24,13 @@ from pytest_libero.errors import OptionError
 
 DEFAULT = "libero"
 BUILTIN: dict[str, str] = {
-    "libero": "pytest_libero.benchmarks.libero:ADAPTER",
-    "libero_plus": "pytest_libero.benchmarks.libero_plus:ADAPTER",
+    "libero": "pytest_libero.benchmarks.libero.adapter:ADAPTER",
+    "libero_plus": "pytest_libero.benchmarks.libero_plus.adapter:ADAPTER",
 }
 ENTRY_POINT_GROUP = "pytest_libero.benchmarks"
 
 
+@functools.cache  # reading every installed distribution's metadata is the slow part; once per process
 def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     found: dict[str, importlib.metadata.EntryPoint] = {}
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
