@@ -10,8 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_libero.results.cluster import (ClusterError, K8sSpec, SlurmSpec, check_shard_count, collect_cells, gather_status,
-                                   k8s_text, merge_script, render_status, resubmit_slurm, shard_script, submit_slurm)
+from pytest_libero.results.cluster.jobs import ClusterError
+from pytest_libero.results.cluster.k8s import K8sSpec, k8s_text
+from pytest_libero.results.cluster.slurm import (SlurmSpec, check_shard_count, collect_cells, merge_script, shard_script,
+                                                 submit_slurm)
+from pytest_libero.results.cluster.status import gather_status, render_status, resubmit_slurm
 
 
 def split_pytest_args(argv: list[str]) -> tuple[list[str], list[str]]:

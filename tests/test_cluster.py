@@ -15,9 +15,12 @@ import jsonschema
 import pytest
 import yaml
 
-from pytest_libero.results.cluster import (ClusterError, K8sSpec, SlurmSpec, array_range, check_shard_count, gather_status,
-                                   k8s_manifest, k8s_text, merge_script, parse_sacct, parse_scontrol, parse_squeue,
-                                   render_status, resubmit_slurm, shard_script, submit_slurm, to_yaml)
+from pytest_libero.results.cluster.jobs import ClusterError
+from pytest_libero.results.cluster.k8s import K8sSpec, k8s_manifest, k8s_text, to_yaml
+from pytest_libero.results.cluster.slurm import (SlurmSpec, array_range, check_shard_count, merge_script, shard_script,
+                                                 submit_slurm)
+from pytest_libero.results.cluster.status import (gather_status, parse_sacct, parse_scontrol, parse_squeue,
+                                                  render_status, resubmit_slurm)
 from pytest_libero.results.records import scheduler_fields
 from pytest_libero.core.shards import Shard
 from run_folders import full_protocol, write_run

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 import pytest
 
 from evidence_helpers import records, run_dirs
-from pytest_libero.results.cluster import gather_status, job_state
+from pytest_libero.results.cluster.status import gather_status, job_state
 from pytest_libero.results.summary import load_run
 from scale_helpers import comparable, summary_core
 
