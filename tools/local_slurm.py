@@ -179,13 +179,6 @@ class LocalSlurm:
             while _alive(munged) and time.monotonic() < deadline:
                 time.sleep(0.1)
 
-    def __enter__(self) -> "LocalSlurm":
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def _alive(pid: int) -> bool:
     try:

@@ -2,11 +2,13 @@
 
 Built in: `libero` (the bundled LIBERO suites and LIBERO-PRO; the default) and `libero_plus`
 (LIBERO-plus's 10,030 perturbed variants). Installed distributions add more through the
-`pytest_libero.benchmarks` entry-point group (`name = "module:ADAPTER"`); an adapter is imported
-only when it is used. Each is a `pytest_libero.core.benchmark.BenchmarkAdapter`.
+`pytest_libero.benchmarks` entry-point group (`name = "module:ADAPTER"`). Each is a
+`pytest_libero.core.benchmark.BenchmarkAdapter`. Every pytest start loads every adapter (their
+options and suites are part of the command line), so an adapter module stays light: catalogs
+and selection, nothing that renders or simulates.
 
 This is the one place generic code reaches a benchmark: the plugin and the command line ask the
-registry, and hand the adapter to the results code. Light: stdlib only until an adapter loads.
+registry, and hand the adapter to the results code.
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ import importlib.metadata
 from pathlib import Path
 from typing import Any, Mapping
 
-from pytest_libero.core.benchmark import BenchmarkAdapter
-from pytest_libero.runtime.server import SERVICE_MODULE_ENV
+from pytest_libero.core.benchmark import SERVICE_MODULE_ENV, BenchmarkAdapter
 from pytest_libero.errors import OptionError
 
 DEFAULT = "libero"
@@ -75,19 +76,11 @@ def for_settings(settings: Mapping[str, Any] | None) -> BenchmarkAdapter:
     return get((settings or {}).get("benchmark") or DEFAULT)
 
 
-def for_run_folder(run_dir: Path, records: Mapping[str, Mapping[str, Any]] | None = None) -> BenchmarkAdapter:
-    """The adapter of a run folder: from run.json's protocol settings, else from a record's."""
-    import json
+def for_run_folder(run_dir: Path) -> BenchmarkAdapter:
+    """The adapter of a run folder, from run.json's protocol settings (libero without one)."""
+    from pytest_libero.results.summary import load_manifest
 
-    try:
-        manifest = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-        settings = manifest["protocol"]["settings"]
-    except (OSError, ValueError, KeyError, TypeError):
-        settings = None
-        for record in (records or {}).values():
-            settings = record["identities"]["protocol"]["settings"]
-            break
-    return for_settings(settings)
+    return for_settings((load_manifest(run_dir).get("protocol") or {}).get("settings"))
 
 
 def service_env(adapter: BenchmarkAdapter, context: Any) -> dict[str, str]:

@@ -17,6 +17,9 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from pytest_libero.core.cells import Cell
 
+# The bench service (pytest_libero.runtime.server) imports the service module this names.
+SERVICE_MODULE_ENV = "PYTEST_LIBERO_SERVICE_MODULE"
+
 # Summary groups are computed by the generic code (counts, rates, Wilson intervals) and handed
 # to an adapter's summary block as this function of a list of cell ids.
 Group = Callable[[list[str]], dict[str, Any]]

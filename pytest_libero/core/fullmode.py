@@ -1,4 +1,5 @@
-"""`--libero-mode full`: the options, and the expansion of a selection into schedule cells.
+"""`--libero-mode full`: the checks of its option values, and the expansion of a selection into
+schedule cells.
 
 Full mode runs every released init state the schedule lists for each selected task, in order,
 once per run seed: cells `<suite>-tNN-sMM` (plus `-seedS` when --libero-seeds is given). The
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_libero.core.cells import Cell
+from pytest_libero.core.cells import FAST_SEED, Cell
 from pytest_libero.errors import CatalogError, OptionError
 from pytest_libero.core.schedules import DEFAULT_SCHEDULE, Schedule, load
 
@@ -46,7 +47,7 @@ def check_fast_mode(opt: Any) -> None:
                        ("libero_init_states", "--libero-init-states")):
         if opt(dest) is not None:
             raise OptionError(f"{flag} {opt(dest)} applies only with --libero-mode full (fast mode runs "
-                              "init state 0 once with seed 20260907); add --libero-mode full")
+                              f"init state 0 once with seed {FAST_SEED}); add --libero-mode full")
 
 
 def full_mode_settings(opt: Any) -> tuple[Schedule, tuple[int, ...], bool, tuple[int, ...] | None]:

@@ -61,8 +61,8 @@ class Protocol:
     schedule: str | None = None
     seeds: tuple[int, ...] | None = None
     init_states: tuple[int, ...] | None = None
-    # The benchmark adapter and its protocol settings; left out of as_dict for libero, so that
-    # LIBERO identities are unchanged (pytest_libero.benchmarks.protocol_fields).
+    # The benchmark adapter and its protocol settings (an adapter's Selection.protocol, see
+    # core/benchmark.py); left out of as_dict for libero, so that LIBERO identities are unchanged.
     benchmark: str = "libero"
     benchmark_options: tuple[tuple[str, Any], ...] = ()
 

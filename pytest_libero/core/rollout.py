@@ -117,7 +117,7 @@ class EpisodeSettings:
     (policy_error). `video_rate` "delivered": one video frame per delivered observation and a
     final frame rendered when the episode ends; "control": the first observation and then every
     executed control's render. `reuse_env` lets the service keep its environment between
-    episodes of one task (bit-identical; see bench_libero.EnvCache).
+    episodes of one task (bit-identical; see pytest_libero.benchmarks.libero.service.EnvCache).
     """
 
     allow_source_mismatch: bool = False
@@ -197,7 +197,7 @@ class _Rollout:
             "allow_mismatch": self.settings.allow_source_mismatch, "track": protocol.track,
             "reuse_env": self.settings.reuse_env,
             # Another benchmark adapter's protocol options (none for libero).
-            **({"options": dict(protocol.benchmark_options)} if protocol.benchmark != "libero" else {}),
+            **({"options": dict(protocol.benchmark_options)} if protocol.benchmark_options else {}),
         })
         result.language = started["language"]
         result.settling_controls = started["settling_controls"]

@@ -18,8 +18,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_libero.core.data import CATALOG_DIR
+from pytest_libero.core.data import CATALOG_DIR, read_json
 from pytest_libero.core.cells import parse_cell_id, parse_run_seed
+from pytest_libero.core.shards import int_ranges
 from pytest_libero.errors import CatalogError
 
 SCHEDULE_DIR = CATALOG_DIR / "schedules"
@@ -113,13 +114,9 @@ def names() -> list[str]:
 
 def document(name: str) -> dict[str, Any]:
     """The schedule's JSON as frozen in the catalog."""
-    path = SCHEDULE_DIR / f"{name}.json"
-    if not path.is_file():
+    if not (SCHEDULE_DIR / f"{name}.json").is_file():
         raise CatalogError(f"unknown schedule {name!r}; available: {', '.join(names())}")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
-    except (OSError, ValueError) as exc:
-        raise CatalogError(f"cannot read {path}: {exc}. Reinstall pytest-libero.") from exc
+    return read_json(f"schedules/{name}.json")
 
 
 @functools.cache
@@ -142,20 +139,6 @@ def load(name: str) -> Schedule:
                     plans=plans)
 
 
-def _ranges(values: tuple[int, ...]) -> str:
-    """0,1,2,5 -> '0-2,5'."""
-    parts: list[str] = []
-    start = prev = values[0]
-    for value in (*values[1:], None):
-        if value is not None and value == prev + 1:
-            prev = value
-            continue
-        parts.append(f"{start}-{prev}" if prev > start else f"{start}")
-        if value is not None:
-            start = prev = value
-    return ",".join(parts)
-
-
 def describe(name: str) -> str:
     """A plain-text table of the schedule, suite by suite (`python -m pytest_libero schedule NAME`)."""
     schedule, doc = load(name), document(name)
@@ -176,7 +159,7 @@ def describe(name: str) -> str:
         episodes = len(plan.tasks) * len(plan.init_states)
         if plan.suite in schedule.default_suites:
             total += episodes
-        lines.append(f"{plan.suite:<24}{_ranges(plan.tasks):>7}{_ranges(plan.init_states):>14}{episodes:>10}"
+        lines.append(f"{plan.suite:<24}{int_ranges(plan.tasks):>7}{int_ranges(plan.init_states):>14}{episodes:>10}"
                      f"{plan.cap:>6}  {plan.cap_source}")
     lines.append("")
     lines.append(f"default suites: {total} episodes per run seed")

@@ -31,6 +31,18 @@ class Shard:
         return {"index": self.index, "count": self.count, "source": self.source}
 
 
+def int_ranges(values: Sequence[int]) -> str:
+    """Sorted distinct integers as ranges: 0,1,2,5 -> '0-2,5' (schedule tables, Slurm's --array)."""
+    ordered = sorted(set(values))
+    parts: list[str] = []
+    for value in ordered:
+        if parts and value == parts[-1][1] + 1:
+            parts[-1][1] = value
+        else:
+            parts.append([value, value])
+    return ",".join(f"{low}-{high}" if high > low else f"{low}" for low, high in parts)
+
+
 def _int(text: str, what: str) -> int:
     try:
         return int(text.strip())

@@ -17,7 +17,7 @@ import pytest
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.outcomes import COMPLETED, Outcome
 from pytest_libero.errors import EnvironmentFault, InventoryMismatch, PolicyLoadError
-from pytest_libero.plugin.options import LiberoRun, addoptions, build_run, is_libero_run
+from pytest_libero.plugin.options import LiberoRun, addoptions, all_suites, build_run, is_libero_run
 from pytest_libero.results.records import RunDir, new_run_id, profile_slug
 
 RUN_KEY = pytest.StashKey[LiberoRun]()
@@ -47,11 +47,8 @@ def pytest_libero_make_policy(config: pytest.Config, spec: Any) -> Any:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_libero import benchmarks
-
-    for adapter in benchmarks.adapters():
-        for suite in adapter.suites():
-            config.addinivalue_line("markers", f"{suite}: cells of suite {suite} ({adapter.name})")
+    for suite in all_suites():
+        config.addinivalue_line("markers", f"{suite}: cells of suite {suite}")
     run = config.stash[RUN_KEY] = build_run(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "libero_run_dir" in workerinput:
@@ -105,7 +102,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     cell = getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell")
-    if cell is not None:
+    if isinstance(cell, Cell):  # not pytest's placeholder of an empty parametrization
         item.extra_keyword_matches.update(item.config.stash[RUN_KEY].adapter.keywords(cell))
 
 
@@ -114,15 +111,14 @@ def _configure_controller_run(config: pytest.Config, run: LiberoRun) -> None:
     from pytest_libero.plugin import gpus
     resumed: frozenset[str] = frozenset()
     if run.resume is not None:
-        from pytest_libero.results.resume import ResumeRefused, completed_cells
+        from pytest_libero.plugin.options import usage_errors
+        from pytest_libero.results.resume import completed_cells
 
         run_dir = Path(run.resume).resolve()
         if not config.option.collectonly:
-            try:
+            with usage_errors():
                 kept = completed_cells(run_dir, run.protocol.as_dict(), run.protocol.identity, run.policy.as_dict(),
                                        run.resume_keep_errors)
-            except ResumeRefused as exc:
-                raise pytest.UsageError(str(exc)) from None
             resumed = frozenset(kept) & {cell.id for cell in run.cells}
     else:
         root = Path(run.output_root) if run.output_root else config.rootpath / "reports"

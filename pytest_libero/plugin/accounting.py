@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_libero.core.outcomes import Outcome, status
+from pytest_libero.core.outcomes import STATUSES, Outcome, status
 from pytest_libero.results.files import write_json_atomic
 from pytest_libero.results.page import counters_text
 from pytest_libero.plugin.options import LiberoRun
@@ -30,7 +30,6 @@ class Accounting:
         self.run_dir = run_dir
         self.run = run
         self.resumed = resumed
-        # The controller writes placeholder records in bulk: the adapter may keep what it reads.
         self.cell_id_of = run.adapter.cell_id
         self.selected: list[str] = []
         self.status: dict[str, str] = {}
@@ -62,7 +61,7 @@ class Accounting:
         write_json_atomic(self.run_dir.path / "selection.json", selection)
 
     def _cell(self, nodeid: str) -> str:
-        return self.cell_id_of(nodeid) or "?-t00-s00"
+        return self.cell_id_of(nodeid) or nodeid
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._note_selection([item.nodeid for item in session.items])
@@ -120,7 +119,7 @@ class Accounting:
 
     def counts(self) -> dict[str, int]:
         known = set(self.selected) | set(self.status)
-        counts = dict.fromkeys(("passed", "failed", "errored", "unattempted"), 0)
+        counts = dict.fromkeys(STATUSES, 0)
         for nodeid in known:
             counts[self.status.get(nodeid, "unattempted")] += 1
         counts["selected"] = len(known)

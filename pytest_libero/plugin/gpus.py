@@ -36,10 +36,10 @@ class XdistGpus:
 
 def configure_controller(config: pytest.Config, option: str | None) -> None:
     """Find the run's GPUs (`--libero-gpus` as given); hand them to xdist workers, or pin this process."""
-    try:
+    from pytest_libero.plugin.options import usage_errors
+
+    with usage_errors():
         found, _ = gpus.discover_gpus(option)
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
     if getattr(config.option, "dist", "no") != "no":
         config.pluginmanager.register(XdistGpus(found), "libero-gpus")
     elif found:

@@ -1,7 +1,7 @@
 """pytest-html integration (controller side): LIBERO columns, and the summary block on top.
 
 Registered only when pytest-html is active. The video link itself is attached to each report
-as a pytest-html extra by the worker (plugin.py), with a path relative to the HTML file.
+as a pytest-html extra by the worker (plugin/__init__.py), with a path relative to the HTML file.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ pytest_configure: before any worker starts and before anything is collected.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import pytest
 
 from pytest_libero import benchmarks
 from pytest_libero.core.benchmark import BenchmarkAdapter
-from pytest_libero.core.cells import Cell
+from pytest_libero.core.cells import FAST_SEED, Cell
 from pytest_libero.core.contract import TRACKS
 from pytest_libero.core.fullmode import MODES
 from pytest_libero.core.policy import PolicySpec, parse_policy_kwargs
@@ -43,7 +44,7 @@ def addoptions(parser: pytest.Parser) -> None:
                     help="Cells to run: development (LIBERO-10 ids 0-4), task_coverage "
                          "(--libero-suite, optional --libero-task-ids) or plan (all 130). "
                          "Default: LIBERO-10 tasks 0 and 1")
-    group.addoption("--libero-suite", dest="libero_suite", choices=_all_suites(), default=None,
+    group.addoption("--libero-suite", dest="libero_suite", choices=all_suites(), default=None,
                     help="Suite for --libero-scope task_coverage: a standard suite or a LIBERO-PRO one "
                          "(<suite>_lan, _object, _swap, _task)")
     group.addoption("--libero-task-ids", dest="libero_task_ids", default=None, metavar="IDS",
@@ -101,12 +102,13 @@ def addoptions(parser: pytest.Parser) -> None:
     add_benchmark_options(group)
 
 
-def _all_suites() -> list[str]:
+@functools.cache  # a pure function of the registered adapters: options and markers both ask
+def all_suites() -> tuple[str, ...]:
     """The suites of every registered benchmark, LIBERO's (standard, then LIBERO-PRO) first."""
     suites: list[str] = []
     for adapter in benchmarks.adapters():
         suites.extend(s for s in adapter.suites() if s not in suites)
-    return suites
+    return tuple(suites)
 
 
 def add_benchmark_options(group: pytest.OptionGroup) -> None:
@@ -156,7 +158,7 @@ def add_scale_out_options(group: pytest.OptionGroup) -> None:
 def add_full_mode_options(group: pytest.OptionGroup) -> None:
     """--libero-mode full and its schedule options (docs/schedules-and-compare.md)."""
     group.addoption("--libero-mode", dest="libero_mode", choices=MODES, default=None,
-                    help="fast (default): each selected task once, init state 0, seed 20260907. full: every "
+                    help=f"fast (default): each selected task once, init state 0, seed {FAST_SEED}. full: every "
                          "released init state of each selected task under a named schedule (--libero-schedule); "
                          "with no --libero-scope the schedule's default suites (4 x 10 x 50 = 2,000 episodes)")
     group.addoption("--libero-schedule", dest="libero_schedule", default=None, metavar="NAME",
@@ -173,10 +175,11 @@ def add_full_mode_options(group: pytest.OptionGroup) -> None:
 
 @contextlib.contextmanager
 def usage_errors() -> Iterator[None]:
-    """A bad value found below the plugin (an OptionError) reaches the user as a pytest.UsageError."""
+    """A bad value found below the plugin (an OptionError, or the ValueError of a parser) reaches the
+    user as a pytest.UsageError: the one place the two become one."""
     try:
         yield
-    except OptionError as exc:
+    except (OptionError, ValueError) as exc:
         raise pytest.UsageError(str(exc)) from None
 
 
@@ -224,15 +227,11 @@ class LiberoRun:
 
 def build_run(config: pytest.Config) -> LiberoRun:
     opt = config.getoption
-    from pytest_libero import benchmarks
-
     scope = opt("libero_scope")
-    try:
+    with usage_errors():
         adapter = benchmarks.get(opt("libero_benchmark"))
         _refuse_other_adapters_options(config, adapter)
         selection = adapter.select(_settings(config))
-    except OptionError as exc:
-        raise pytest.UsageError(str(exc)) from None
     cells = selection.cells
     budget = opt("libero_budget")
     replan = opt("libero_replan_interval")
@@ -248,11 +247,9 @@ def build_run(config: pytest.Config) -> LiberoRun:
     timeout = opt("libero_service_timeout")
     if not timeout > 0:
         raise pytest.UsageError(f"--libero-service-timeout {timeout}: must be a positive number of seconds")
-    try:
+    with usage_errors():
         spec = PolicySpec(opt("libero_policy") or "zero", parse_policy_kwargs(opt("libero_policy_kwargs")))
         check_spec(spec, extra_names=_hook_names(config))
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
     policy_timeout = opt("libero_policy_timeout")
     if not policy_timeout > 0:
         raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
@@ -261,10 +258,8 @@ def build_run(config: pytest.Config) -> LiberoRun:
     episode_timeout = opt("libero_episode_timeout")
     if episode_timeout is not None and not episode_timeout > 0:
         raise pytest.UsageError(f"--libero-episode-timeout {episode_timeout}: must be a positive number of seconds")
-    try:
+    with usage_errors():
         shard = resolve_shard(opt("libero_shard"), opt("libero_shard_count"), os.environ)
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
     if opt("libero_resume_keep_errors") and opt("libero_resume") is None:
         raise pytest.UsageError("--libero-resume-keep-errors applies only with --libero-resume RUN_DIR")
     return LiberoRun(protocol=protocol, cells=shard.select(cells) if shard else cells, policy=spec,

@@ -16,9 +16,9 @@ from typing import Any
 
 from pytest_libero.core.outcomes import COMPLETED, ERRORS, Outcome
 from pytest_libero.core.protocol import setting_differences
-from pytest_libero.errors import LiberoError
+from pytest_libero.errors import OptionError
 
-class ResumeRefused(LiberoError):
+class ResumeRefused(OptionError):
     """The folder cannot be continued by this run (the plugin reports it as a usage error)."""
 
 
@@ -35,7 +35,7 @@ def _refuse(run_dir: Path, what: str, differences: list[str]) -> None:
 
 def completed_cells(run_dir: Path, protocol: dict[str, Any], identity: str, policy_spec: dict[str, Any],
                     keep_errors: bool = False) -> dict[str, dict[str, Any]]:
-    """Records of RUN_DIR that this run keeps, by cell id; UsageError when identities differ."""
+    """Records of RUN_DIR that this run keeps, by cell id; ResumeRefused when identities differ."""
     from pytest_libero.results.summary import load_run
 
     if not run_dir.is_dir():

@@ -1,5 +1,5 @@
-"""The full-mode parts of summary.json: which schedule produced it, per-seed rates with their
-mean and spread, and LIBERO-PRO suites per perturbation beside their base suite.
+"""The full-mode parts of summary.json: which schedule produced it, and per-seed rates with their
+mean and spread (LIBERO-PRO's rows are the libero adapter's, benchmarks/libero/results.py).
 
 Derived from the run folder's files only (run.json's protocol settings and the cell ids).
 """

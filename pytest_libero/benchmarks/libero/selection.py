@@ -20,6 +20,10 @@ def parse_task_ids(text: str) -> list[int]:
 
 def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> tuple[Cell, ...]:
     """The cells of a selection, in native order (suite order, then task index)."""
+    if suite is not None and suite not in catalog.ALL_SUITES:
+        # --libero-suite accepts every registered benchmark's suites; this one is not LIBERO's.
+        raise OptionError(f"--libero-suite {suite}: not a LIBERO suite (one of {', '.join(catalog.ALL_SUITES)}); "
+                          "select another benchmark's suites with --libero-benchmark")
     ids = parse_task_ids(ids_text) if ids_text is not None else None
     if scope in (None, "plan"):
         if suite is not None or ids is not None:

