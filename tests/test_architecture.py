@@ -102,14 +102,18 @@ def test_a_deliberate_violation_breaks_the_contracts(tmp_path, monkeypatch):
     # A package whose __init__ imports a module that imports the package back (`from PACKAGE import x`).
     with (copy / "benchmarks" / "libero" / "__init__.py").open("a") as stream:
         stream.write("\nfrom pytest_libero.benchmarks.libero.adapter import ADAPTER  # noqa\n")
+    # The plugin reaching past the registry into one benchmark.
+    with (copy / "plugin" / "html_report.py").open("a") as stream:
+        stream.write("\nfrom pytest_libero.benchmarks.libero import catalog as _libero  # noqa\n")
     with (copy / "benchmarks" / "libero" / "selection.py").open("a") as stream:
         stream.write("\nfrom pytest_libero.benchmarks.libero_plus import catalog as _plus  # noqa\n")
     done = lint_imports(tmp_path)
     assert done.returncode != 0
-    assert "Contracts: 0 kept, 4 broken." in done.stdout, done.stdout
+    assert "Contracts: 0 kept, 5 broken." in done.stdout, done.stdout
     assert "pytest_libero.core.cells -> pytest_libero.plugin.options" in done.stdout
     assert "pytest_libero.core.cells -> pytest" in done.stdout
     assert "pytest_libero.results.telemetry -> mujoco" in done.stdout
+    assert "pytest_libero.plugin.html_report -> pytest_libero.benchmarks.libero.catalog" in done.stdout
     assert "pytest_libero.benchmarks.libero.selection -> pytest_libero.benchmarks.libero_plus.catalog" in done.stdout
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in [m for m in sys.modules if m == "pytest_libero" or m.startswith("pytest_libero.")]:
@@ -119,3 +123,36 @@ def test_a_deliberate_violation_breaks_the_contracts(tmp_path, monkeypatch):
     assert any({"pytest_libero.results.summary", "pytest_libero.results.telemetry"} <= set(group) for group in found)
     assert any({"pytest_libero.benchmarks.libero", "pytest_libero.benchmarks.libero.selection"} <= set(group)
                for group in found)
+
+
+def private_names_crossing(package_dir: Path) -> list[str]:
+    """`from pytest_libero.M import _name` and `module._name` on an imported pytest_libero module."""
+    import ast
+
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules: set[str] = set()  # local names bound to pytest_libero modules
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_libero"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{path.relative_to(package_dir.parent)}:{node.lineno} imports {alias.name}")
+                    modules.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                modules.update(a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("pytest_libero"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules \
+                    and node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append(f"{path.relative_to(package_dir.parent)}:{node.lineno} uses {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_private_name_crosses_a_module(tmp_path):
+    assert private_names_crossing(PACKAGE) == []
+    copy = tmp_path / "pytest_libero"
+    (copy / "results").mkdir(parents=True)
+    (copy / "results" / "page.py").write_text("from pytest_libero.results.summary import _read\n"
+                                              "from pytest_libero.core import cells\nx = cells._match\n")
+    assert private_names_crossing(copy) == ["pytest_libero/results/page.py:1 imports _read",
+                                            "pytest_libero/results/page.py:3 uses cells._match"]

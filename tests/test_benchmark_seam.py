@@ -10,6 +10,7 @@ real bench service process (no simulator: the toy's service module).
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -99,7 +100,15 @@ def test_collection_uses_the_adapters_ids_header_and_keywords(tmp_path, env):
     marked = pytest_run(tmp_path, env, "--collect-only", "-q", "--libero-benchmark", "toy", "-m", "toy_blue")
     assert [line.split("[")[1].rstrip("]") for line in marked.stdout.splitlines()
             if "::test_rollout[" in line] == ["toy_blue-n1", "toy_blue-n2"]
-    assert "toy" in pytest_run(tmp_path, env, "--help").stdout  # --libero-benchmark choices list it
+    assert re.search(r"--libero-benchmark=\{libero,libero_plus,toy\}", pytest_run(tmp_path, env, "--help").stdout)
+
+
+def test_another_benchmarks_suite_under_libero_is_a_usage_error_not_a_crash(tmp_path, env):
+    """--libero-suite offers every benchmark's suites; LIBERO's selection refuses one that is not its own
+    (it once selected nothing and collection crashed on pytest's empty-parametrization placeholder)."""
+    result = pytest_run(tmp_path, env, "--collect-only", "--libero-scope", "task_coverage", "--libero-suite", "toy_red")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert "--libero-suite toy_red: not a LIBERO suite" in result.stderr
 
 
 def test_the_adapters_option_is_refused_without_its_benchmark(tmp_path, env):
@@ -132,6 +141,7 @@ def test_runs_with_builtin_policies_write_records_with_the_adapters_fields(runs)
             assert record["cell"]["benchmark"]["name"] == "toy"
             assert record["cell"]["benchmark"]["colour"] == "blue"  # cell_fields, from the protocol
             assert "max_x" in record["cell"]["benchmark"]  # record_fields, from the service's evidence
+            assert record["cell"]["benchmark"]["service_colour"] == "blue"  # service_env reached the service
             assert record["identities"]["protocol"]["settings"]["benchmark"] == "toy"
             assert record["identities"]["protocol"]["settings"]["benchmark_options"] == {"colour": "blue"}
             assert record["counters"]["control_cap"] == 15
@@ -198,7 +208,7 @@ def test_two_shards_merge_into_the_whole_run(env, tmp_path, runs):
     for index in (1, 2):
         result = pytest_run(tmp_path / f"shard{index}", env, "--libero-benchmark", "toy", "--libero-policy", "random",
                             "--libero-toy-colour", "blue", *FAST, "--libero-shard", f"{index}/2")
-        assert "libero: benchmark toy" in result.stdout or result.returncode in (0, 1), result.stderr[-2000:]
+        assert "libero: benchmark toy" in result.stdout and result.returncode in (0, 1), result.stderr[-2000:]
         shards.append(run_folder(tmp_path / f"shard{index}"))
     assert sorted(c for s in shards for c in records(s)) == sorted(CELLS)
     merged = tmp_path / "merged"

@@ -215,3 +215,33 @@ def test_control_rate_video_has_a_frame_per_control(pytester, project):
     # the first observation, then one frame per executed control; the 8th control succeeded
     assert record["video"] == {"path": "videos/libero_10-t00-s00.mp4", "frames": 9, "fps": 20,
                                "first_success_frame": 8}
+
+
+def test_the_record_schema_takes_any_benchmarks_cell_and_still_checks_libero_plus():
+    import jsonschema
+
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
+    from pytest_libero.core.data import SCHEMA_DIR
+    from pytest_libero.core.protocol import Protocol
+    from pytest_libero.results.records import placeholder_record
+
+    validator = jsonschema.Draft202012Validator(
+        json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8")))
+    protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
+    record = placeholder_record("libero_10-t00-s00", "not_run", "never ran", adapter=LIBERO, context=None,
+                                protocol=protocol.as_dict(), identity=protocol.identity,
+                                policy_profile={"spec": {"name": "zero", "kwargs": {}}}, worker="main")
+    other = json.loads(json.dumps(record))
+    other["cell"].update(id="toy_red-n1", benchmark={"name": "toy", "colour": "red"})
+    assert validator.is_valid(other)
+    plus = json.loads(json.dumps(record))
+    plus["cell"].update(id="libero_plus-libero_goal-v00003",
+                        benchmark={"name": "libero_plus", "variant_id": 3, "category": "Light Conditions",
+                                   "difficulty": 2})
+    assert validator.is_valid(plus)
+    del plus["cell"]["benchmark"]["variant_id"]
+    assert not validator.is_valid(plus)  # LIBERO-plus's own shape is still checked
+    plus["cell"]["benchmark"].update(variant_id=3, colour="red")
+    assert not validator.is_valid(plus)
+    other["cell"]["id"] = "../escape"
+    assert not validator.is_valid(other)  # an id is a file name in episodes/

@@ -338,25 +338,24 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
     from pytest_libero.results.summary import rebuild
 
     context = PlusSettings(classification=str(synthetic_file), assets=None)
-    if True:
-        run = RunDir(tmp_path / "run")
-        protocol = Protocol(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None,
-                            benchmark="libero_plus", benchmark_options=(("clean_instructions", False),))
-        # libero_goal variants 1-14: categories cycle over the 7, so each category gets 2.
-        cells = [lp.variant_id("libero_goal", i) for i in range(14)]
-        outcomes = ["success", "failure"] * 6 + ["not_run", "env_error"]
-        for cell, outcome in zip(cells, outcomes, strict=True):
-            record = placeholder_record(cell, outcome, outcome, adapter=PLUS, context=context,
-                                        protocol=protocol.as_dict(), identity=protocol.identity, worker="main",
-                                        policy_profile={"spec": {"name": "zero", "kwargs": {}}})
-            if outcome == "failure":
-                record["outcome"]["termination"] = "truncation"
-            if outcome == "not_run":
-                record["cell"]["benchmark"]["assets"] = {"status": "missing", "folder": "standard",
-                                                         "missing": ["scenes/lights/x.xml"]}
-            write_record(run, record)
-        (run.path / "selection.json").write_text(json.dumps({"schema_version": 1, "cells": cells}))
-        summary = rebuild(run.path, PLUS)
+    run = RunDir(tmp_path / "run")
+    protocol = Protocol(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None,
+                        benchmark="libero_plus", benchmark_options=(("clean_instructions", False),))
+    # libero_goal variants 1-14: categories cycle over the 7, so each category gets 2.
+    cells = [lp.variant_id("libero_goal", i) for i in range(14)]
+    outcomes = ["success", "failure"] * 6 + ["not_run", "env_error"]
+    for cell, outcome in zip(cells, outcomes, strict=True):
+        record = placeholder_record(cell, outcome, outcome, adapter=PLUS, context=context,
+                                    protocol=protocol.as_dict(), identity=protocol.identity, worker="main",
+                                    policy_profile={"spec": {"name": "zero", "kwargs": {}}})
+        if outcome == "failure":
+            record["outcome"]["termination"] = "truncation"
+        if outcome == "not_run":
+            record["cell"]["benchmark"]["assets"] = {"status": "missing", "folder": "standard",
+                                                     "missing": ["scenes/lights/x.xml"]}
+        write_record(run, record)
+    (run.path / "selection.json").write_text(json.dumps({"schema_version": 1, "cells": cells}))
+    summary = rebuild(run.path, PLUS)
     plus = summary["libero_plus"]
     assert plus["overall"]["selected"] == 14 and plus["overall"]["passed"] == 6 and plus["overall"]["failed"] == 6
     assert plus["skipped_for_assets"]["count"] == 1

@@ -9,7 +9,7 @@ SUCCESS_AFTER on (task n1 of each suite) or never (task n2). Deterministic.
 
 from __future__ import annotations
 
-import hashlib
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -17,7 +17,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pytest_libero.core.benchmark import Group, OptionSpec, Selection, Unattempted
-from pytest_libero.core.cells import Cell
+from pytest_libero.core.cells import Cell, bracketed
+from pytest_libero.core.hashing import sha256_bytes
 from pytest_libero.errors import OptionError
 
 NAME = "toy"
@@ -39,15 +40,14 @@ class ToyCell(Cell):
 
 
 def parse(text: str) -> tuple[str, int] | None:
-    match = re.search(r"\[(?P<id>[^\[\]]+)\]$", text)
-    found = _ID.fullmatch(match.group("id") if match else text)
+    found = _ID.fullmatch(bracketed(text))
     if found is None or int(found.group("task")) > len(TASKS[found.group("suite")]):
         return None
     return found.group("suite"), int(found.group("task")) - 1
 
 
 def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return sha256_bytes(text.encode())
 
 
 class ToyAdapter:
@@ -93,6 +93,7 @@ class ToyAdapter:
     def record_fields(self, record: dict[str, Any], evidence: Mapping[str, Any]) -> None:
         if "toy_max_x" in evidence:
             record["cell"]["benchmark"]["max_x"] = evidence["toy_max_x"]
+        record["cell"]["benchmark"]["service_colour"] = evidence.get("toy_service_colour")
 
     def unattempted(self, service: Any, cell: Cell) -> Unattempted | None:
         return None
@@ -205,7 +206,9 @@ class Episode:
                 "final_frame": _blank() if final_frame else None,
                 "bddl_sha256": _hash(self.key), "init_states_file_sha256": _hash(self.key + "init"),
                 "selected_state_sha256": _hash(self.key + "state"),
-                "final_state_sha256": _hash(f"{self.key}/{self.executed}"), "toy_max_x": self.max_x}
+                "final_state_sha256": _hash(f"{self.key}/{self.executed}"), "toy_max_x": self.max_x,
+                # what service_env put in this process's environment
+                "toy_service_colour": os.environ.get("TOY_BENCHMARK_COLOUR")}
 
     def close(self) -> None:
         pass
