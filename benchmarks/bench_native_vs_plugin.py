@@ -24,7 +24,7 @@ import numpy as np
 
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.protocol import Protocol
-from pytest_libero.benchmarks.libero.reference import ReplayPolicy, native_rollout
+from pytest_libero.benchmarks.libero.reference import ChunkReplayPolicy, native_rollout
 from pytest_libero.core.rollout import run_episode
 from pytest_libero.runtime.service import BenchService
 
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             chunks = action_sequence(args.seed, args.calls, args.replan)
             native = native_rollout(cell.suite, cell.task_index, chunks, args.replan,
                                     control_cap=protocol.control_cap(cell.suite))
-            policy = ReplayPolicy(chunks)
+            policy = ChunkReplayPolicy(chunks)
             start = time.perf_counter()
             result = run_episode(service, policy, cell, protocol)
             plugin_total = time.perf_counter() - start

@@ -41,7 +41,7 @@ from pytest_libero.core.cells import Cell
 from pytest_libero.core.hashing import images_digest
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.benchmarks.libero.service import LEAN_RESET_ENV
-from pytest_libero.benchmarks.libero.reference import ReplayPolicy, native_rollout
+from pytest_libero.benchmarks.libero.reference import ChunkReplayPolicy, native_rollout
 from pytest_libero.core.rollout import EpisodeSettings, run_episode
 from pytest_libero.runtime.gpus import record_fields  # this script pins no GPU: the records say CPU
 from pytest_libero.runtime.service import DEFAULT_MAX_RSS_MIB, BenchService, rss_mib
@@ -179,14 +179,14 @@ class Plugin:
         self.service = BenchService(env={LEAN_RESET_ENV: "1" if lean_reset else "0"})
 
     def warm_up(self, chunks: list[np.ndarray]) -> None:
-        run_episode(self.service, ReplayPolicy(chunks), WARMUP, self.protocol, EpisodeSettings(reuse_env=self.reuse))
+        run_episode(self.service, ChunkReplayPolicy(chunks), WARMUP, self.protocol, EpisodeSettings(reuse_env=self.reuse))
 
     def episode(self, cell: Cell, chunks: list[np.ndarray]) -> None:
         from pytest_libero.plugin.episode_files import EpisodeFiles
         from pytest_libero.results.records import RunDir
 
         start = time.perf_counter()
-        policy = ReplayPolicy(chunks)
+        policy = ChunkReplayPolicy(chunks)
         files = EpisodeFiles(RunDir(self.out / self.mode.name), self.run, cell, policy, worker="bench",
                              started=time.time(), compute=record_fields(None))
         settings = EpisodeSettings(video_rate=self.video_rate, reuse_env=self.reuse)
@@ -218,7 +218,7 @@ def measure_rss(cells: list[Cell], episodes: int, protocol: Protocol, replan: in
     try:
         for index in range(episodes):
             cell = cells[index % len(cells)]
-            policy = ReplayPolicy(chunks)
+            policy = ChunkReplayPolicy(chunks)
             files = EpisodeFiles(RunDir(out / "rss"), run, Cell(cell.suite, cell.task_index, index % 3), policy,
                                  worker="bench", started=time.time(), compute=record_fields(None))
             files.write(run_episode(service, policy, Cell(cell.suite, cell.task_index, index % 3), protocol,

@@ -12,7 +12,7 @@ from evidence_helpers import check_videos, records, run_dirs
 
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.protocol import Protocol
-from pytest_libero.benchmarks.libero.reference import ReplayPolicy, native_rollout
+from pytest_libero.benchmarks.libero.reference import ChunkReplayPolicy, native_rollout
 from pytest_libero.core.rollout import run_episode
 from pytest_libero.runtime.service import BenchService
 
@@ -70,7 +70,7 @@ def test_rendering_only_delivered_observations_is_bit_identical_to_the_native_lo
     chunks = [np.concatenate([rng.uniform(-0.5, 0.5, (5, 6)), np.ones((5, 1))], axis=1) for _ in range(3)]
     protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
     native = native_rollout("libero_10", 0, chunks, 5, control_cap=15)
-    service, policy = BenchService(), ReplayPolicy(chunks)
+    service, policy = BenchService(), ChunkReplayPolicy(chunks)
     try:
         result = run_episode(service, policy, Cell("libero_10", 0), protocol)
     finally:

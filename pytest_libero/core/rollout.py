@@ -68,7 +68,7 @@ class EpisodeResult:
     warnings: list[str] = field(default_factory=list)
     protocol_identity: str = ""
 
-    def counters_text(self) -> str:
+    def counters_line(self) -> str:
         return (f"{self.policy_calls} policy calls, {self.action_decisions} action decisions, "
                 f"{self.executed_controls} executed controls, {self.settling_controls} settling controls "
                 f"(cap {self.control_cap}: {self.cap_source})")
@@ -252,7 +252,7 @@ class _Rollout:
         if raw is STOP:
             result.chunks.append({"policy_call": result.policy_calls, "stop": True})
             result.outcome, result.termination = Outcome.FAILURE, Termination.POLICY_STOP
-            result.message = f"policy returned STOP before native success: {result.counters_text()}"
+            result.message = f"policy returned STOP before native success: {result.counters_line()}"
             return None
         try:
             chunk = validate_chunk(raw)
@@ -282,11 +282,11 @@ class _Rollout:
             result.first_success_control = result.executed_controls
             result.first_success_policy_call = result.policy_calls
             result.outcome, result.termination = Outcome.SUCCESS, Termination.SUCCESS
-            result.message = f"native success at control {result.executed_controls}: {result.counters_text()}"
+            result.message = f"native success at control {result.executed_controls}: {result.counters_line()}"
             return None, None
         if step["truncated"] or last_call:
             result.outcome, result.termination = Outcome.FAILURE, Termination.TRUNCATION
-            result.message = f"no native success within the cap: {result.counters_text()}"
+            result.message = f"no native success within the cap: {result.counters_line()}"
             return None, None
         return step["observation"], step.get("state")
 
@@ -304,7 +304,7 @@ class _Rollout:
 
 def _policy_fault(result: EpisodeResult, message: str, exc: BaseException | None) -> None:
     result.outcome, result.termination = Outcome.POLICY_ERROR, Termination.POLICY_ERROR
-    result.message = f"{message} ({result.counters_text()})"
+    result.message = f"{message} ({result.counters_line()})"
     if exc is not None:
         result.error = "".join(traceback.format_exception(exc))
 

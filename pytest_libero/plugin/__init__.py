@@ -208,7 +208,7 @@ def libero_service(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterat
     service.close()
 
 
-class Episode:
+class EpisodeVerdict:
     """What a case receives: the finished episode, and the protocol's verdict on it."""
 
     def __init__(self, result: Any) -> None:
@@ -224,7 +224,7 @@ class Episode:
 
 
 @pytest.fixture
-def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run: LiberoRun) -> Episode:
+def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run: LiberoRun) -> EpisodeVerdict:
     """Run one episode of the policy on this item's cell and write its evidence.
 
     Environment faults error the item; its record (and video so far) is written all the same.
@@ -259,10 +259,10 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     request.node.stash[RESULT_KEY] = files.write(result)
     if fault is not None:
         pytest.fail(f"{Outcome.ENV_ERROR}: {fault}", pytrace=False)
-    return Episode(result)
+    return EpisodeVerdict(result)
 
 
-def _resumed_episode(request: pytest.FixtureRequest, cell: Cell) -> Episode:
+def _resumed_episode(request: pytest.FixtureRequest, cell: Cell) -> EpisodeVerdict:
     """The verdict of a kept record, reported as if the episode had just run."""
     import json
     from types import SimpleNamespace
@@ -275,4 +275,4 @@ def _resumed_episode(request: pytest.FixtureRequest, cell: Cell) -> Episode:
     outcome, message = record["outcome"]["outcome"], record["outcome"]["message"]
     if Outcome(outcome) not in COMPLETED:
         pytest.fail(f"{outcome} (kept by --libero-resume-keep-errors): {message}", pytrace=False)
-    return Episode(SimpleNamespace(outcome=outcome, message=f"{message} [resumed: recorded earlier]"))
+    return EpisodeVerdict(SimpleNamespace(outcome=outcome, message=f"{message} [resumed: recorded earlier]"))

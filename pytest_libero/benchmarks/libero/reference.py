@@ -92,7 +92,7 @@ def native_rollout(suite: str, task_index: int, chunks: list[np.ndarray], replan
     return run
 
 
-class ReplayPolicy:
+class ChunkReplayPolicy:
     """Replays fixed chunks through the plugin's engine and records digests of what it saw."""
 
     profile = {"kind": "diagnostic", "label": "fixed action replay (verification)"}
