@@ -89,7 +89,8 @@ def test_libero_pro_catalog_has_the_16_suites_with_their_instructions():
     (["--libero-schedule", "openvla"], "*--libero-schedule openvla applies only with --libero-mode full*"),
     (["--libero-seeds", "7,8"], "*--libero-seeds 7,8 applies only with --libero-mode full*"),
     (["--libero-mode", "full", "--libero-schedule", "openvla-oft"],
-     "*unknown schedule 'openvla-oft'; available: lerobot, libero-native, openpi, openvla, standard*"),
+     "*unknown schedule 'openvla-oft'; available: lerobot, lerobot-docs, libero-native, oft, openpi, openvla, "
+     "standard*"),
     (["--libero-mode", "full", "--libero-seeds", "7,x"], "*--libero-seeds '7,x': 'x' is not a seed*"),
     (["--libero-mode", "full", "--libero-seeds", "7,7"], "*7 is listed twice*"),
     (["--libero-mode", "full", "--libero-schedule", "libero-native", "--libero-init-states", "0,25"],

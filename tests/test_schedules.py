@@ -24,27 +24,43 @@ ROOT = Path(__file__).resolve().parents[1]
 OPEN_NOOP = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
 
 # name: (caps spatial/object/goal/libero_10/libero_90, settle controls, settle action, episodes per task,
-#        default run seeds, env-seed rule, fixed env seed)
+#        default run seeds, env-seed rule, fixed env seed, replan interval K, observation track)
+# Sources: OpenVLA run_libero_eval.py (one action per query, env.seed(0)); OpenVLA-OFT's
+# (num_open_loop_steps 8, use_proprio with two images); openpi examples/libero/main.py
+# (replan_steps 5, observation/state); LeRobot envs/libero.py (spatial 280, seed 1000 + episode,
+# n_action_steps 10 in the pi0.5 reproduction) and its LIBERO docs page (--eval.n_episodes=10);
+# LIBERO's lifelong evaluator (600, 5 x zeros, n_eval 20, seed 10000, a query per step, joint and
+# gripper states).
 FACTS = {
-    "standard": ((220, 280, 300, 520, 400), 10, OPEN_NOOP, 50, [7], "run_seed", None),
-    "openvla": ((220, 280, 300, 520, 400), 10, OPEN_NOOP, 50, [7], "fixed", 0),
-    "openpi": ((220, 280, 300, 520, 400), 10, OPEN_NOOP, 50, [7], "run_seed", None),
-    "lerobot": ((280, 280, 300, 520, 400), 10, OPEN_NOOP, 50, [1000], "run_seed_plus_init_index", None),
-    "libero-native": ((600, 600, 600, 600, 600), 5, [0.0] * 7, 20, [10000], "run_seed", None),
+    "standard": ((220, 280, 300, 520, 400), 10, OPEN_NOOP, 50, [7], "run_seed", None, 5, "rgb"),
+    "openvla": ((220, 280, 300, 520, 400), 10, OPEN_NOOP, 50, [7], "fixed", 0, 1, "rgb"),
+    "oft": ((220, 280, 300, 520, 400), 10, OPEN_NOOP, 50, [7], "fixed", 0, 8, "openpi-compat"),
+    "openpi": ((220, 280, 300, 520, 400), 10, OPEN_NOOP, 50, [7], "run_seed", None, 5, "openpi-compat"),
+    "lerobot": ((280, 280, 300, 520, 400), 10, OPEN_NOOP, 50, [1000], "run_seed_plus_init_index", None, 10,
+                "openpi-compat"),
+    "lerobot-docs": ((280, 280, 300, 520, 400), 10, OPEN_NOOP, 10, [1000], "run_seed_plus_init_index", None, 10,
+                     "openpi-compat"),
+    "libero-native": ((600, 600, 600, 600, 600), 5, [0.0] * 7, 20, [10000], "run_seed", None, 1, "rgb+proprio"),
 }
 CAP_ORDER = ("libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90")
 TASKS = {"libero_spatial": 10, "libero_object": 10, "libero_goal": 10, "libero_10": 10, "libero_90": 90}
 SCHEMA = json.loads((SCHEMA_DIR / "schedule.schema.json").read_text())
 
 
-def test_the_catalog_holds_exactly_the_five_schedules():
+def test_the_catalog_holds_exactly_the_seven_presets():
     assert schedules.names() == sorted(FACTS)
 
 
 @pytest.mark.parametrize("name", sorted(FACTS))
 def test_every_number_of_the_schedule_matches_the_harness(name):
-    caps, settle, action, episodes, seeds, rule, fixed = FACTS[name]
+    caps, settle, action, episodes, seeds, rule, fixed, replan, track = FACTS[name]
     document = schedules.document(name)
+    assert document["replan_interval"]["value"] == replan and document["replan_interval"]["source"].strip()
+    assert document["observation_track"]["value"] == track and document["observation_track"]["source"].strip()
+    assert document["adapter_duties"]["items"] and document["adapter_duties"]["source"].strip()
+    loaded = schedules.load(name)
+    assert (loaded.replan_interval, loaded.track) == (replan, track)
+    assert loaded.identity()["replan_interval"] == replan and loaded.identity()["track"] == track
     jsonschema.Draft202012Validator(SCHEMA).validate(document)
     assert document["default_suites"] == ["libero_spatial", "libero_object", "libero_goal", "libero_10"]
     assert document["settle_counts_against_cap"] is False
@@ -70,6 +86,14 @@ def test_env_seed_rules():
     assert schedules.load("openpi").env_seed(7, 13) == 7  # env.seed(seed)
     assert schedules.load("lerobot").env_seed(1000, 13) == 1013  # reset(seed = start + episode index)
     assert schedules.load("libero-native").env_seed(10000, 13) == 10000
+    assert schedules.load("oft").env_seed(8, 13) == 0
+    assert schedules.load("lerobot-docs").env_seed(1000, 9) == 1009
+
+
+def test_the_schema_names_exactly_the_harness_tracks():
+    from pytest_libero.core.contract import TRACKS
+
+    assert SCHEMA["properties"]["observation_track"]["properties"]["value"]["enum"] == list(TRACKS)
 
 
 def test_default_schedule_is_the_common_published_protocol():
@@ -89,9 +113,16 @@ def test_schedule_files_are_what_the_build_tool_writes():
 def test_schedule_command_prints_every_suite_with_its_cap(name, capsys):
     assert main(["schedule", name]) == 0
     out = capsys.readouterr().out
-    caps, settle, _, episodes, seeds, _, _ = FACTS[name]
+    caps, settle, _, episodes, seeds, rule, fixed, replan, track = FACTS[name]
     expected_caps = dict(zip(CAP_ORDER, caps, strict=True))
     assert f"schedule {name}:" in out
+    assert f"replan interval K: {replan} controls per chunk" in out
+    assert f"observation track: {track} (" in out
+    assert "adapter duties" in out
+    assert {"fixed": f"env.seed({fixed}) whatever the run seed", "run_seed": "env.seed(run seed)",
+            "run_seed_plus_init_index": "env.seed(run seed + init-state index)"}[rule] in out
+    for duty in schedules.load(name).adapter_duties:
+        assert f"  - {duty}" in out
     assert f"settling: {settle} controls" in out
     for suite in catalog.ALL_SUITES:
         row = next(line for line in out.splitlines() if line.startswith(suite + " "))

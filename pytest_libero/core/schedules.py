@@ -3,9 +3,11 @@
 A schedule says, per suite, which tasks and released init states run (episode i on init state i,
 in order), the control cap and where it comes from, the settling controls, and how seeds work:
 the run seeds it repeats over by default and how each episode's environment seed follows from
-the run seed. `standard` is the common published protocol; `openvla`, `openpi`, `lerobot` and
-`libero-native` reproduce those harnesses (docs/schedules-and-compare.md). A schedule's name and content
-hash are part of the protocol identity.
+the run seed; and on the policy's side the replan interval K, the observation track and the
+duties the pipeline's adapter has (resize, crop, normalization). `standard` is the common
+published protocol; `openvla`, `oft`, `openpi`, `lerobot`, `lerobot-docs` and `libero-native`
+reproduce those pipelines (docs/schedules-and-compare.md). A schedule's name and content hash are
+part of the protocol identity.
 
 Pure data and stdlib only: collection imports this module.
 """
@@ -53,6 +55,9 @@ class Schedule:
     env_seed_rule: str
     env_seed_value: int | None
     plans: tuple[SuitePlan, ...]
+    replan_interval: int  # K: controls executed from each chunk
+    track: str  # the observation track (pytest_libero.core.contract.TRACKS)
+    adapter_duties: tuple[str, ...]  # what the pipeline's adapter does that the harness does not
 
     def plan(self, suite: str) -> SuitePlan:
         for plan in self.plans:
@@ -81,7 +86,8 @@ class Schedule:
             seed_rule["value"] = self.env_seed_value
         return {"name": self.name, "sha256": self.sha256, "caps": {p.suite: p.cap for p in self.plans},
                 "episodes_per_task": {p.suite: len(p.init_states) for p in self.plans},
-                "settle_controls": controls, "settle_action": list(action), "env_seed": seed_rule}
+                "settle_controls": controls, "settle_action": list(action), "env_seed": seed_rule,
+                "replan_interval": self.replan_interval, "track": self.track}
 
 
 def env_seed_for(settings: dict[str, Any], cell_id: str) -> int | None:
@@ -136,7 +142,8 @@ def load(name: str) -> Schedule:
     return Schedule(name=doc["name"], sha256=hashlib.sha256(canonical.encode()).hexdigest(), title=doc["title"],
                     default_suites=tuple(doc["default_suites"]), default_seeds=tuple(seeds["default"]),
                     env_seed_rule=seeds["env_seed"]["rule"], env_seed_value=seeds["env_seed"].get("value"),
-                    plans=plans)
+                    plans=plans, replan_interval=doc["replan_interval"]["value"],
+                    track=doc["observation_track"]["value"], adapter_duties=tuple(doc["adapter_duties"]["items"]))
 
 
 def describe(name: str) -> str:
@@ -152,6 +159,10 @@ def describe(name: str) -> str:
              f"environment seed: {rule} ({env_seed['source']})",
              f"settling: {controls} controls of {[float(v) for v in action]}, not counted against the cap "
              f"({doc['suites'][schedule.plans[0].suite]['settle_source']})",
+             f"replan interval K: {schedule.replan_interval} controls per chunk ({doc['replan_interval']['source']})",
+             f"observation track: {schedule.track} ({doc['observation_track']['source']})",
+             f"adapter duties (the harness does not do these; {doc['adapter_duties']['source']}):",
+             *(f"  - {duty}" for duty in schedule.adapter_duties),
              f"default suites (no --libero-scope): {', '.join(schedule.default_suites)}", "",
              f"{'suite':<24}{'tasks':>7}{'init states':>14}{'episodes':>10}{'cap':>6}  cap source"]
     total = 0
