@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE
+from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, STATE_DIMS
 from pytest_libero.errors import EnvironmentFault
 
 
@@ -50,8 +50,11 @@ class FakeService:
         self.cap = payload["control_cap"]
         self.executed = 0
         self.first: int | None = None
+        # The track's state, as the real service sends it (zeros: nothing here moves).
+        dim = STATE_DIMS.get(payload.get("track", "rgb"))
+        self.state = None if dim is None else np.zeros(dim)
         return {"language": self.language, "settling_controls": payload["settle_controls"],
-                "observation": blank_images()}
+                "observation": blank_images(), "state": self.state}
 
     def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]:
         self.submitted.append(np.array(chunk))
@@ -72,6 +75,7 @@ class FakeService:
             self.delivered += 1
         return {"executed": self.executed - before, "executed_total": self.executed, "success": False,
                 "truncated": truncated, "observation": observation,
+                "state": getattr(self, "state", None) if observation is not None else None,
                 "frames": [blank_images() for _ in range(self.executed - before)] if frames else None}
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]:

@@ -5,7 +5,9 @@ Full mode runs every released init state the schedule lists for each selected ta
 once per run seed: cells `<suite>-tNN-sMM` (plus `-seedS` when --libero-seeds is given). The
 schedule supplies the per-suite caps on the horizon budget; a decisions budget
 (--libero-budget decisions) replaces them with D x K and is recorded as such, so the two never
-share a protocol identity. Bad input is an OptionError naming the value and the fix (the plugin
+share a protocol identity. The schedule is a complete preset: its K and observation track are the
+run's unless the command line names others, which makes the run a named variant (preset_protocol).
+Bad input is an OptionError naming the value and the fix (the plugin
 raises it as a pytest.UsageError; its options live in plugin/options.py).
 """
 
@@ -59,6 +61,19 @@ def full_mode_settings(opt: Any) -> tuple[Schedule, tuple[int, ...], bool, tuple
     init_states = (parse_int_list("--libero-init-states", subset, "an init-state index") if subset is not None
                    else None)
     return schedule, seeds, given is not None or len(seeds) > 1, init_states
+
+
+def preset_protocol(schedule: Schedule, opt: Any) -> dict[str, Any]:
+    """The protocol fields a preset fixes on the policy's side: its K and observation track, unless
+    --libero-replan-interval or --libero-track names another value; then the run is a named variant
+    of the preset, each difference kept as (setting, preset value, run value) in `overrides` (its
+    own protocol identity, named on every record and in the summary). Restating the preset's own
+    value changes nothing."""
+    preset = {"replan_interval": schedule.replan_interval, "track": schedule.track}
+    given = {"replan_interval": opt("libero_replan_interval"), "track": opt("libero_track")}
+    overrides = tuple((name, preset[name], value) for name, value in given.items()
+                      if value is not None and value != preset[name])
+    return {**preset, **{name: run for name, _, run in overrides}, "overrides": overrides}
 
 
 def expand(selection: tuple[Cell, ...], scope: str | None, schedule: Schedule, seeds: tuple[int, ...],

@@ -12,8 +12,9 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pytest_libero.core.contract import Observation, Stop
+from pytest_libero.core.contract import Observation, Stop, check_image_convention
 from pytest_libero.core.hashing import sha256_bytes
+from pytest_libero.errors import PolicyLoadError
 
 ActionChunk = Any  # array-like of shape (7,) or (n, 7); validated by contract.validate_chunk
 
@@ -81,3 +82,35 @@ def adapter_file_hash(policy: Any) -> dict[str, str | None]:
     if not path or not os.path.isfile(path):
         return {"adapter_file": None, "adapter_sha256": None}
     return {"adapter_file": os.path.abspath(path), "adapter_sha256": sha256_bytes(Path(path).read_bytes())}
+
+
+# What a policy may declare it was built for, in its `profile`, and where the runner's value is
+# set. A declaration that disagrees with the run stops it before any episode (check_declarations).
+DECLARABLE: dict[str, str] = {
+    "replan_interval": "--libero-replan-interval (full mode: the schedule's K)",
+    "max_policy_calls": "--libero-budget decisions --libero-max-policy-calls",
+    "observation_track": "--libero-track (full mode: the schedule's track)",
+    "image_convention": "the harness's fixed image convention",
+}
+
+
+def check_declarations(policy_name: str, profile: Any, protocol: Any) -> None:
+    """Refuse (PolicyLoadError) a policy whose profile declares a replan interval, policy-call budget,
+    observation track or image convention other than the run's; both values are named."""
+    check_image_convention(policy_name, profile)
+    if not isinstance(profile, dict):
+        return
+    runner = {"replan_interval": protocol.replan_interval,
+              "max_policy_calls": protocol.max_policy_calls if protocol.budget == "decisions" else None,
+              "observation_track": protocol.track}
+    where = f" (schedule {protocol.schedule})" if getattr(protocol, "schedule", None) else ""
+    for key, run_value in runner.items():
+        declared = profile.get(key)
+        if declared is None or declared == run_value:
+            continue
+        shown = ("none (the horizon budget caps controls, not policy calls)"
+                 if key == "max_policy_calls" and run_value is None else repr(run_value))
+        raise PolicyLoadError(
+            f"policy {policy_name!r} declares {key} {declared!r} (what it was built for), but this run uses "
+            f"{key} {shown}{where}. Refusing to start before any episode: set {DECLARABLE[key]} to "
+            f"{declared!r}, choose the schedule made for this policy, or fix the declaration.")

@@ -61,6 +61,10 @@ class Protocol:
     schedule: str | None = None
     seeds: tuple[int, ...] | None = None
     init_states: tuple[int, ...] | None = None
+    # Full mode: settings the command line set against the schedule's preset, as
+    # (setting, preset value, run value). A run with overrides is a named variant of the preset
+    # (its own identity; every record and summary names the difference). Empty: left out.
+    overrides: tuple[tuple[str, Any, Any], ...] = ()
     # The benchmark adapter and its protocol settings (an adapter's Selection.protocol, see
     # core/benchmark.py); left out of as_dict for libero, so that LIBERO identities are unchanged.
     benchmark: str = "libero"
@@ -90,6 +94,10 @@ class Protocol:
         else:
             data["benchmark_options"] = dict(self.benchmark_options)
         data["horizons"] = {s: list(v) for s, v in REFERENCE_HORIZONS.items()}
+        if self.overrides:
+            data["overrides"] = {name: {"preset": preset, "run": run} for name, preset, run in self.overrides}
+        else:
+            del data["overrides"]
         if self.schedule is None:
             # Fast mode keeps the settings (and so the identities) it had before schedules existed.
             for key in ("schedule", "seeds", "init_states"):
@@ -106,12 +114,21 @@ class Protocol:
             return f"fast mode: init state {self.init_index}, seed {self.seed}, reference horizons"
         seeds = ",".join(map(str, self.seeds or ()))
         subset = "" if self.init_states is None else f", init states {','.join(map(str, self.init_states))} only"
-        return f"full mode: schedule {self.schedule}, seeds {seeds}{subset}"
+        return f"full mode: schedule {self.schedule}, seeds {seeds}{subset}{describe_overrides(self.as_dict())}"
 
     @property
     def identity(self) -> str:
         text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def describe_overrides(settings: dict[str, Any]) -> str:
+    """'; a variant of the preset: replan_interval 5 (preset 10)', or '' (protocol settings as recorded)."""
+    overrides = settings.get("overrides") or {}
+    if not overrides:
+        return ""
+    parts = [f"{name} {v['run']} (preset {v['preset']})" for name, v in overrides.items()]
+    return f"; a variant of the preset: {', '.join(parts)}"
 
 
 def _schedule(name: str) -> Any:

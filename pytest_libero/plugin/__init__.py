@@ -86,8 +86,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     shard = f" (shard {run.shard.index}/{run.shard.count} from {run.shard.source})" if run.shard else ""
     mode = f", {p.describe_schedule()}" if p.schedule is not None else ""
     bench = f"benchmark {run.benchmark}, " if run.benchmark != "libero" else ""
+    options = "".join(f", {name} {value}" for name, value in p.benchmark_options)  # the adapter's protocol options
     return (f"libero: {bench}scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
-            f"budget {budget}, track {p.track}{mode}, protocol {p.identity}")
+            f"budget {budget}, track {p.track}{mode}{options}, protocol {p.identity}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -157,8 +158,11 @@ def libero_run(pytestconfig: pytest.Config) -> LiberoRun:
 
 @pytest.fixture(scope="session")
 def libero_policy(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterator[Any]:
-    """The policy under evaluation, built once per worker (in its own process with isolation)."""
-    from pytest_libero.core.contract import check_image_convention
+    """The policy under evaluation, built once per worker (in its own process with isolation).
+
+    A policy whose profile declares another K, budget, track or image convention than the run's is
+    refused here, before any episode: every item errors with both values named."""
+    from pytest_libero.core.policy import check_declarations
     from pytest_libero.runtime.policies import check_policy_object
 
     spec = libero_run.policy
@@ -173,7 +177,8 @@ def libero_policy(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterato
             raise PolicyLoadError(f"no adapter built policy {spec.name!r}")
     try:
         policy = check_policy_object(policy, spec)
-        check_image_convention(spec.name, getattr(policy, "profile", None))
+        # What the policy declares it was built for (K, budget, track, images) against this run.
+        check_declarations(spec.name, getattr(policy, "profile", None), libero_run.protocol)
     except PolicyLoadError:
         policy.close()
         raise

@@ -164,6 +164,8 @@ class Accounting:
             return
         tr = terminalreporter
         tr.write_sep("=", "LIBERO episodes")
+        if self._summary is not None and self._summary[0].get("run_kind"):
+            tr.write_line(f"LIBERO {self._summary[0]['run_kind']['text']}", bold=True)
         for nodeid in self.selected or sorted(self.status):
             row = self.rows.get(nodeid, {})
             status = self.status.get(nodeid, "unattempted")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from dataclasses import field as dataclasses_field
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_libero import benchmarks
-from pytest_libero.core.benchmark import BenchmarkAdapter
+from pytest_libero.core.benchmark import BenchmarkAdapter, Selection
 from pytest_libero.core.cells import FAST_SEED, Cell
 from pytest_libero.core.contract import TRACKS
 from pytest_libero.core.fullmode import MODES
@@ -58,19 +59,21 @@ def addoptions(parser: pytest.Parser) -> None:
                     help="Policy-call budget D for --libero-budget decisions "
                          f"(default {DEFAULT_MAX_POLICY_CALLS})")
     group.addoption("--libero-replan-interval", dest="libero_replan_interval", type=int,
-                    default=DEFAULT_REPLAN_INTERVAL, metavar="K",
-                    help="Controls executed from each chunk before a fresh observation "
-                         f"(default {DEFAULT_REPLAN_INTERVAL})")
+                    default=None, metavar="K",
+                    help="Controls executed from each chunk before a fresh observation (default "
+                         f"{DEFAULT_REPLAN_INTERVAL}; in full mode the schedule's K: another value runs a named "
+                         "variant of the preset)")
     group.addoption("--libero-policy", dest="libero_policy", default=None, metavar="NAME|FILE.py:FACTORY",
                     help="Policy to evaluate: a registered name (built-ins zero, random, demo, replay, openpi; names "
                          "from installed pytest_libero.policies entry points or conftest hooks) or "
                          "path/to/file.py:factory. Default: zero (an infrastructure diagnostic)")
     group.addoption("--libero-policy-kwargs", dest="libero_policy_kwargs", default=None, metavar="JSON",
                     help="JSON object of keyword arguments for the policy factory")
-    group.addoption("--libero-track", dest="libero_track", choices=TRACKS, default="rgb",
+    group.addoption("--libero-track", dest="libero_track", choices=TRACKS, default=None,
                     help="Observation track: rgb (default: language + two images), rgb+proprio "
                          "(+ 7 joint and 2 gripper encoders) or openpi-compat (+ 8-d eef state; a named "
-                         "compatibility track that exposes end-effector state). Part of the protocol identity")
+                         "compatibility track that exposes end-effector state). Part of the protocol identity. "
+                         "In full mode the schedule's track: another one runs a named variant of the preset")
     group.addoption("--libero-policy-isolation", dest="libero_policy_isolation", choices=("none", "process"),
                     default="none",
                     help="process: run the policy in its own process too, with a deadline per call "
@@ -162,8 +165,9 @@ def add_full_mode_options(group: pytest.OptionGroup) -> None:
                          "released init state of each selected task under a named schedule (--libero-schedule); "
                          "with no --libero-scope the schedule's default suites (4 x 10 x 50 = 2,000 episodes)")
     group.addoption("--libero-schedule", dest="libero_schedule", default=None, metavar="NAME",
-                    help=f"Full-mode schedule (default {DEFAULT_SCHEDULE}): standard, openvla, openpi, lerobot or "
-                         "libero-native; `python -m pytest_libero schedule NAME` prints one")
+                    help=f"Full-mode schedule (default {DEFAULT_SCHEDULE}): standard, openvla, oft, openpi, lerobot, "
+                         "lerobot-docs or libero-native, each a complete preset (caps, settling, seeds, K, "
+                         "track); `python -m pytest_libero schedule NAME` prints one")
     group.addoption("--libero-seeds", dest="libero_seeds", default=None, metavar="SEEDS",
                     help="Full mode: run the schedule once per seed, e.g. 7,8,9 (cell ids get -seedN); the "
                          "summary reports each seed and their mean and spread. Default: the schedule's seeds")
@@ -231,12 +235,12 @@ def build_run(config: pytest.Config) -> LiberoRun:
     with usage_errors():
         adapter = benchmarks.get(opt("libero_benchmark"))
         _refuse_other_adapters_options(config, adapter)
-        selection = adapter.select(_settings(config))
+        selection = _select(config, adapter)
     cells = selection.cells
     budget = opt("libero_budget")
-    replan = opt("libero_replan_interval")
+    replan = opt("libero_replan_interval")  # None: the default, or a full-mode preset's K
     calls = opt("libero_max_policy_calls")
-    if replan < 1:
+    if replan is not None and replan < 1:
         raise pytest.UsageError(f"--libero-replan-interval {replan}: must be at least 1")
     if budget == "horizon" and calls is not None:
         raise pytest.UsageError(f"--libero-max-policy-calls {calls} applies only with --libero-budget decisions")
@@ -253,8 +257,11 @@ def build_run(config: pytest.Config) -> LiberoRun:
     policy_timeout = opt("libero_policy_timeout")
     if not policy_timeout > 0:
         raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
-    protocol = Protocol(scope=scope or "default", budget=budget, replan_interval=replan, max_policy_calls=calls,
-                        track=opt("libero_track"), **selection.protocol)
+    # A full-mode preset's K and track (and any command-line variant of them) come with the selection.
+    policy_side = {"replan_interval": DEFAULT_REPLAN_INTERVAL if replan is None else replan,
+                   "track": opt("libero_track") or "rgb"}
+    protocol = Protocol(scope=scope or "default", budget=budget, max_policy_calls=calls,
+                        **{**policy_side, **selection.protocol})
     episode_timeout = opt("libero_episode_timeout")
     if episode_timeout is not None and not episode_timeout > 0:
         raise pytest.UsageError(f"--libero-episode-timeout {episode_timeout}: must be a positive number of seconds")
@@ -270,6 +277,17 @@ def build_run(config: pytest.Config) -> LiberoRun:
                      gpus=opt("libero_gpus"), episode_timeout_s=episode_timeout, resume=opt("libero_resume"),
                      resume_keep_errors=opt("libero_resume_keep_errors"), shard=shard, all_cells=cells,
                      adapter=adapter, context=selection.context)
+
+
+def _select(config: pytest.Config, adapter: BenchmarkAdapter) -> Selection:
+    """The adapter's selection; a warning it gives (a setting that hides what a suite tests, say)
+    is shown as a configuration-time warning."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        selection = adapter.select(_settings(config))
+    for warning in caught:
+        config.issue_config_time_warning(warning.message, stacklevel=2)  # type: ignore[arg-type]
+    return selection
 
 
 def _settings(config: pytest.Config) -> dict[str, Any]:

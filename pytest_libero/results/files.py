@@ -51,8 +51,9 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def write_json_atomic(path: Path, document: Any) -> None:
-    write_bytes_atomic(path, (json.dumps(document, indent=1, sort_keys=True) + "\n").encode())
+def write_json_atomic(path: Path, document: Any, sort_keys: bool = True) -> None:
+    """`sort_keys=False` keeps the document's own order (summary.json puts the run's kind first)."""
+    write_bytes_atomic(path, (json.dumps(document, indent=1, sort_keys=sort_keys) + "\n").encode())
 
 
 def is_temporary(path: Path) -> bool:

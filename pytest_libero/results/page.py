@@ -20,6 +20,7 @@ _ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
 SUMMARY_BLOCK = _ENV.from_string("""
 <div class="libero-summary">
 <h2>LIBERO results</h2>
+{% if kind %}<p class="libero-run-kind"><strong>{{ kind.text }}</strong></p>{% endif %}
 <p>selected {{ o.selected }} = passed {{ o.passed }} + failed {{ o.failed }} + errored {{ o.errored }}
  + unattempted {{ o.unattempted }}
 {% if run.profile %} &middot; profile <code>{{ run.profile }}</code>{% endif %}
@@ -83,7 +84,8 @@ def counters_text(entry: dict[str, Any]) -> str:
 def summary_block(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkAdapter) -> str:
     groups = list(summary["suites"].items()) + [("overall", summary["overall"])]
     block = SUMMARY_BLOCK.render(
-        o=summary["overall"], run=summary.get("run") or {}, identities=summary.get("protocol_identities"),
+        o=summary["overall"], run=summary.get("run") or {}, kind=summary.get("run_kind"),
+        identities=summary.get("protocol_identities"),
         groups=groups, unattempted=summary["unattempted"], rate=rate_text, extra_lines=schedule_lines(summary),
         chart=base64.b64encode(chart_png).decode())
     return block + adapter.html_block(summary)

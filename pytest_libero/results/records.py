@@ -110,7 +110,9 @@ def episode_record(result: Any, *, adapter: BenchmarkAdapter, context: Any, prot
     timing["wall_s"] = time.time() - started
     record = {
         "schema_version": RECORD_SCHEMA_VERSION,
-        "cell": dict(adapter.cell_fields(result.cell_id, protocol, context), seed=result.seed),
+        # The instruction the service delivered (a LIBERO-PRO cell's depends on the instruction source).
+        "cell": dict(adapter.cell_fields(result.cell_id, protocol, context), seed=result.seed,
+                     **({"language": result.language} if result.language else {})),
         "identities": {"source": dict(adapter.source), "versions": versions(),
                        "protocol": {"identity": result.protocol_identity, "settings": protocol},
                        "model_profile": policy_profile},

@@ -11,6 +11,8 @@ import statistics
 from typing import Any, Callable, Sequence
 
 from pytest_libero.core.cells import parse_run_seed
+from pytest_libero.core.protocol import describe_overrides
+
 Group = Callable[[list[str]], dict[str, Any]]
 
 
@@ -24,9 +26,11 @@ def schedule_block(settings: dict[str, Any] | None) -> dict[str, Any]:
                         "each selected task once): a smoke test, not the published protocol"}
     subset = settings.get("init_states")
     decisions = settings.get("budget") == "decisions"
-    complete = subset is None and not decisions
+    overrides = settings.get("overrides") or {}
+    complete = subset is None and not decisions and not overrides
     text = f"full mode, schedule {schedule['name']} (sha256 {schedule['sha256'][:16]}), seeds " \
            f"{','.join(map(str, settings.get('seeds') or []))}"
+    text += describe_overrides(settings)
     if subset is not None:
         text += f"; partial: init states {','.join(map(str, subset))} only, not the full schedule"
     if decisions:
@@ -34,7 +38,7 @@ def schedule_block(settings: dict[str, Any] | None) -> dict[str, Any]:
                  "instead of the schedule's caps")
     return {"mode": "full", "name": schedule["name"], "sha256": schedule["sha256"],
             "seeds": settings.get("seeds"), "init_states": subset, "all_init_states_at_schedule_caps": complete,
-            "text": text}
+            "overrides": overrides, "text": text}
 
 
 def _rate(group: dict[str, Any]) -> float | None:

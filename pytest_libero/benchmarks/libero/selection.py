@@ -5,6 +5,8 @@ Pure data: collection runs it on the controller and on every worker, in the same
 
 from __future__ import annotations
 
+import warnings
+
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.fullmode import parse_int_list
@@ -57,3 +59,27 @@ def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> 
         raise OptionError(f"--libero-task-ids {ids_text}: {suite} has task ids "
                                 f"0-{len(available) - 1}, not {bad[0]}")
     return tuple(Cell(suite, i) for i in wanted)
+
+
+class LiberoProInstructionWarning(UserWarning):
+    """The task map's instruction is delivered on LIBERO-PRO suites whose perturbation is the instruction."""
+
+
+def instruction_source(given: str | None, cells: tuple[Cell, ...]) -> str | None:
+    """The LIBERO-PRO instruction source (--libero-pro-instruction, default bddl) when a LIBERO-PRO
+    suite is selected, else None; the option is refused then (it would change nothing). task-map
+    warns (LiberoProInstructionWarning) about the _lan and _task suites it blinds."""
+    pro = [s for s in catalog.PRO_SUITES if any(c.suite == s for c in cells)]
+    if not pro:
+        if given is not None:
+            raise OptionError(f"--libero-pro-instruction {given} applies only to LIBERO-PRO suites "
+                              "(--libero-suite <suite>_lan, _object, _swap or _task); none is selected")
+        return None
+    if given == "task-map":
+        blind = [s for s in pro if catalog.perturbation(s) in ("lan", "task")]
+        if blind:
+            warnings.warn(LiberoProInstructionWarning(
+                f"--libero-pro-instruction task-map: {', '.join(blind)} deliver the unperturbed task-map "
+                "instruction, so their instruction perturbation never reaches the policy (as in OpenVLA-style "
+                "scripts); use the default bddl to send it"), stacklevel=2)
+    return given or catalog.DEFAULT_INSTRUCTION_SOURCE

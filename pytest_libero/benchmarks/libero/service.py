@@ -314,6 +314,26 @@ class EnvCache:
             self.lean = None
 
 
+def delivered_instruction(entry: dict[str, Any], source: str | None, env: Any) -> str:
+    """The instruction a cell delivers. Standard suites: the task map's (file-name-derived) language.
+    LIBERO-PRO suites: under `bddl` (the default) the perturbed BDDL's (:language ...), which the
+    environment parsed from the file just hashed, as LIBERO-PRO's runner sends
+    (str(env.language_instruction)); under `task-map` the task map's task.language, which LIBERO-PRO's
+    task map derives from the base task's file name: the base suite's entry."""
+    if entry["suite"] not in catalog.PRO_SUITES:
+        return str(entry["language"])
+    if source == "task-map":
+        base = catalog.entry(catalog.base_suite(entry["suite"]), entry["task_index"])
+        if base["task_name"] != entry["task_name"]:
+            raise EnvironmentFault(f"{entry['suite']} task {entry['task_index']} ({entry['task_name']}) has no "
+                                   f"base task of that name in {base['suite']}: the catalog is inconsistent")
+        return str(base["language"])
+    if source not in (None, catalog.DEFAULT_INSTRUCTION_SOURCE):
+        raise EnvironmentFault(f"unknown LIBERO-PRO instruction source {source!r}; one of "
+                               f"{', '.join(catalog.INSTRUCTION_SOURCES)}")
+    return str(env.language_instruction)
+
+
 def _warning_counts(inner_env: Any) -> tuple[int, ...]:
     import mujoco
 
@@ -326,7 +346,8 @@ class LiberoEpisode:
 
     def __init__(self, cell: dict[str, Any], control_cap: int, settle_controls: int,
                  allow_mismatch: bool, track: str = "rgb", cache: EnvCache | None = None,
-                 reuse_env: bool = True, settle_action: list[float] | None = None) -> None:
+                 reuse_env: bool = True, settle_action: list[float] | None = None,
+                 options: dict[str, Any] | None = None) -> None:
         start = time.perf_counter()
         suite, task_index, init_index = cell["suite"], cell["task_index"], cell["init_index"]
         entry = catalog.entry(suite, task_index)
@@ -348,8 +369,9 @@ class LiberoEpisode:
         if mismatched and not allow_mismatch:
             raise EnvironmentFault(f"{', '.join(mismatched)} of {suite} task {task_index} differ from the inventory")
         self.private["source_mismatch"] = mismatched
-        self.language = entry["language"]
         self._take_env(str(bddl_path), control_cap, track, cache if cache is not None else EnvCache(), reuse_env)
+        # The adapter's protocol options: LIBERO-PRO runs carry the instruction source.
+        self.language = delivered_instruction(entry, (options or {}).get("instruction_source"), self.env)
         try:
             self.env.seed(cell["seed"])
             self.env.reset()
