@@ -64,7 +64,9 @@ def test_a_libero_pro_cell_runs_a_real_rollout(pytester):
     assert record["private"]["bddl_sha256"] == frozen["bddl_sha256"] == sha256_file(
         installed.bddl_root / entry["bddl_file"])
     assert record["private"]["bddl_sha256"] != catalog.inventory_entry("libero_spatial", 0)["bddl_sha256"]
-    assert record["cell"]["language"] == entry["language"]
+    # The perturbed BDDL's language as the environment parses it (lowercased), as LIBERO-PRO's runner sends it.
+    assert record["cell"]["language"] == entry["language"].lower()
+    assert record["identities"]["protocol"]["settings"]["benchmark_options"] == {"instruction_source": "bddl"}
     assert "not between" in entry["language"]  # the _task perturbation's own instruction
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["perturbations"]["libero_spatial"]["perturbations"]["task"]["trials"] == 1

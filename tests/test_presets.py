@@ -241,3 +241,31 @@ def test_the_service_chooses_the_instruction_by_source(suite):
     assert delivered_instruction(entry, "task-map", env) == base["language"]
     standard = catalog.entry("libero_spatial", 0)
     assert delivered_instruction(standard, "bddl", env) == standard["language"]  # standard suites: the task map's
+
+
+@pytest.mark.real_libero
+def test_a_libero_pro_object_cell_delivers_the_bddl_language_by_default_and_the_task_map_text_otherwise(pytester):
+    from pytest_libero.benchmarks.libero.inventory import InstalledLibero, bddl_language
+
+    suite = "libero_spatial_object"
+    entry = catalog.entry(suite, 0)
+    installed_text = " ".join(bddl_language(InstalledLibero.locate().bddl_root / entry["bddl_file"]).split())
+    task_map_text = catalog.entry("libero_spatial", 0)["language"]
+    assert installed_text != task_map_text  # "pick the akita black bowl ..." against "pick up the black bowl ..."
+    delivered, identities = {}, {}
+    for source in ("bddl", "task-map"):
+        output = pytester.path / source
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--libero-scope", "task_coverage", "--libero-suite", suite,
+            "--libero-task-ids", "0", "--libero-pro-instruction", source, "--libero-budget", "decisions",
+            "--libero-max-policy-calls", "1", "--libero-video", "none", "--libero-output", str(output))
+        result.assert_outcomes(failed=1)
+        (run_dir,) = run_dirs(output)
+        (record,) = records(run_dir).values()
+        delivered[source] = record["cell"]["language"]
+        identities[source] = record["identities"]["protocol"]["identity"]
+        assert record["identities"]["protocol"]["settings"]["benchmark_options"] == {"instruction_source": source}
+    # LIBERO's BDDL parser lowercases the words; LIBERO-PRO's runner sends that parse as it is.
+    assert delivered["bddl"] == installed_text.lower()
+    assert delivered["task-map"] == task_map_text
+    assert identities["bddl"] != identities["task-map"]

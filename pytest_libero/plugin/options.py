@@ -64,7 +64,8 @@ def addoptions(parser: pytest.Parser) -> None:
                          f"{DEFAULT_REPLAN_INTERVAL}; in full mode the schedule's K: another value runs a named "
                          "variant of the preset)")
     group.addoption("--libero-policy", dest="libero_policy", default=None, metavar="NAME|FILE.py:FACTORY",
-                    help="Policy to evaluate: a registered name (built-ins zero, random, demo, replay, openpi; names "
+                    help="Policy to evaluate: a registered name (built-ins zero, random, demo, replay, openpi, "
+                         "openvla-rest; names "
                          "from installed pytest_libero.policies entry points or conftest hooks) or "
                          "path/to/file.py:factory. Default: zero (an infrastructure diagnostic)")
     group.addoption("--libero-policy-kwargs", dest="libero_policy_kwargs", default=None, metavar="JSON",

@@ -26,6 +26,7 @@ BUILTIN_POLICIES: dict[str, str] = {
     "zero": "pytest_libero.adapters.builtin:ZeroPolicy",
     "random": "pytest_libero.adapters.builtin:RandomPolicy",
     "openpi": "pytest_libero.adapters.openpi:OpenPIPolicy",
+    "openvla-rest": "pytest_libero.adapters.openvla_rest:OpenVLARestPolicy",
     "demo": "pytest_libero.adapters.demo:DemoPolicy",
     "replay": "pytest_libero.adapters.replay:ReplayPolicy",
 }

@@ -98,7 +98,8 @@ def check_installation(entries: list[dict[str, Any]] | None = None) -> list[str]
     return problems
 
 
-def _bddl_language(path: Path) -> str:
+def bddl_language(path: Path) -> str:
+    """The (:language ...) text of a BDDL file as written (LIBERO's parser lowercases it)."""
     import re  # noqa: PLC0415
 
     found = re.search(r"\(:language\s+([^)]*?)\s*\)", path.read_text(encoding="utf-8"))
@@ -139,8 +140,8 @@ def _build() -> tuple[dict[str, Any], dict[str, Any]]:
                 # (_lan, _task), that rewritten instruction is the one delivered; elsewhere the
                 # base suite's name-derived one, so only the perturbation differs from the base cell.
                 base_bddl = installed.bddl_root / f"{_catalog.base_suite(suite)}/{task.bddl_file}"
-                own = _bddl_language(installed.bddl_root / bddl)
-                rewritten = own != _bddl_language(base_bddl)
+                own = bddl_language(installed.bddl_root / bddl)
+                rewritten = own != bddl_language(base_bddl)
                 entry.update(language=own if rewritten else task.language,
                              language_source="bddl" if rewritten else "file name",
                              base_suite=_catalog.base_suite(suite), perturbation=_catalog.perturbation(suite),
