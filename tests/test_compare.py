@@ -9,7 +9,8 @@ import pytest
 
 from run_folders import full_protocol, write_run
 from pytest_libero.__main__ import main
-from pytest_libero.core.statistics import Paired, analyse, min_discordant_for_significance, mcnemar_exact_p, newcombe_paired_ci, verdict
+from pytest_libero.core.statistics import (Paired, analyse, mcnemar_exact_p, min_discordant_for_significance,
+                                           newcombe_paired_ci, verdict)
 
 
 @pytest.mark.parametrize("paired, p_value, expected", [
