@@ -106,8 +106,11 @@ def test_zero_policy_decisions_budget_counts_and_evidence(pytester):
 
 def test_invalid_actions_fail_the_item_and_never_reach_the_simulator(pytester):
     pytester.makepyfile(defects=DEFECTS)
+    # Seven episodes of one task (its init states 0-6, in order; the standard schedule settles ten
+    # controls like fast mode): the service builds one environment and keeps it between episodes.
     result = pytester.runpytest_subprocess(
-        "--libero-scope", "task_coverage", "--libero-suite", "libero_spatial", "--libero-task-ids", "0,1,2,3,4,5,6",
+        "--libero-mode", "full", "--libero-schedule", "standard", "--libero-scope", "task_coverage",
+        "--libero-suite", "libero_spatial", "--libero-task-ids", "0", "--libero-init-states", "0,1,2,3,4,5,6",
         "--libero-policy", "defects.py:Defective", "--libero-budget", "decisions", "--libero-max-policy-calls", "2")
     result.assert_outcomes(failed=7)
     no_control = "1 policy calls, 0 action decisions, 0 executed controls, 10 settling controls"
