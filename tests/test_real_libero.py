@@ -221,16 +221,23 @@ class StateProbe:
         pass
 
 
+@pytest.fixture(scope="module")
+def track_service():
+    """One bench service for the state-track episodes (the same cell): it builds the environment once."""
+    service = BenchService()
+    try:
+        yield service
+    finally:
+        service.close()
+
+
 @pytest.mark.parametrize("track, dim", [("rgb+proprio", 9), ("openpi-compat", 8)])
-def test_state_tracks_deliver_their_vectors_and_change_the_protocol_identity(track, dim):
+def test_state_tracks_deliver_their_vectors_and_change_the_protocol_identity(track, dim, track_service):
     protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=2, track=track)
     assert protocol.identity != Protocol(scope="test", budget="decisions", replan_interval=5,
                                          max_policy_calls=2).identity
-    service, probe = BenchService(), StateProbe()
-    try:
-        result = run_episode(service, probe, Cell("libero_10", 0), protocol)
-    finally:
-        service.close()
+    probe = StateProbe()
+    result = run_episode(track_service, probe, Cell("libero_10", 0), protocol)
     assert len(probe.states) == 2 and all(s.shape == (dim,) for s in probe.states)
     gripper = probe.states[-1][-2:]
     assert 0.0 < gripper[0] < 0.05 and -0.05 < gripper[1] < 0.0  # open Panda fingers, in metres
