@@ -1,5 +1,11 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -17,3 +23,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "real_libero: runs real LIBERO rollouts (CPU rendering; slower)")
     config.addinivalue_line("markers", "slurm: starts a real one-node Slurm cluster (needs root and the slurm-wlm and "
                                        "munge packages; deselect with -m 'not slurm')")
+
+
+# The zero policy over the development scope's default cells (libero_10 tasks 0 and 1): 3 policy
+# calls of 5 controls, with the HTML page. Shared by the tests that check it (the decisions budget
+# and evidence; the zero policy failing the demo's cell), so the real run is made once.
+ZERO_DEVELOPMENT_RUN = ("--libero-scope", "development", "--libero-policy", "zero", "--libero-budget", "decisions",
+                        "--libero-max-policy-calls", "3", "--libero-replan-interval", "5", "--html=report.html")
+
+
+@pytest.fixture(scope="session")
+def zero_development_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, Path]:
+    """ZERO_DEVELOPMENT_RUN in a subprocess, as Pytester.runpytest_subprocess runs it (an empty folder
+    that is also HOME, outer PYTEST_ADDOPTS dropped, no colours): its result and its folder."""
+    path = tmp_path_factory.mktemp("zero_development_run")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+    env.update(HOME=str(path), USERPROFILE=str(path), PY_COLORS="0")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-mpytest", f"--basetemp={path / 'basetemp'}", *ZERO_DEVELOPMENT_RUN],
+                          cwd=path, env=env, capture_output=True, text=True, timeout=1800)
+    result = pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
+                              time.monotonic() - started)
+    return result, path

@@ -129,7 +129,7 @@ def test_a_malformed_log_is_reported(tmp_path):
 # --- real LIBERO ------------------------------------------------------------------------------
 
 @pytest.mark.real_libero
-def test_demo_reaches_native_success_through_the_plugin_and_zero_fails_the_same_cell(pytester):
+def test_demo_reaches_native_success_through_the_plugin_and_zero_fails_the_same_cell(pytester, zero_development_run):
     success = shipped("libero_10-t00-s00")["first_success_control"]
     calls = math.ceil(success / 5)
     result = pytester.runpytest_subprocess(
@@ -141,10 +141,10 @@ def test_demo_reaches_native_success_through_the_plugin_and_zero_fails_the_same_
         f"(+10 settling), cap 520; first success at control {success} (policy call {calls})",
         "LIBERO: selected 1 = passed 1 + failed 0 + errored 0 + unattempted 0",
     ])
-    zero = pytester.runpytest_subprocess(
-        "--libero-scope", "development", "--libero-task-ids", "0", "--libero-policy", "zero",
-        "--libero-budget", "decisions", "--libero-max-policy-calls", "3")
-    zero.assert_outcomes(failed=1)
+    # The zero policy on the same cell: the development scope's shared zero run (its tasks 0 and 1,
+    # 3 calls of 5 controls; conftest.ZERO_DEVELOPMENT_RUN).
+    zero, _ = zero_development_run
+    zero.assert_outcomes(failed=2)
     zero.stdout.fnmatch_lines(["libero_10-t00-s00 * FAILED * failure/truncation: 3 calls*"])
 
 

@@ -81,15 +81,13 @@ def test_rendering_only_delivered_observations_is_bit_identical_to_the_native_lo
     assert result.timing["renders"] == 6  # 3 deliveries x 2 cameras
 
 
-def test_zero_policy_decisions_budget_counts_and_evidence(pytester):
-    result = pytester.runpytest_subprocess(
-        "--libero-scope", "development", "--libero-policy", "zero", "--libero-budget", "decisions",
-        "--libero-max-policy-calls", "3", "--libero-replan-interval", "5", "--html=report.html")
+def test_zero_policy_decisions_budget_counts_and_evidence(zero_development_run):
+    result, path = zero_development_run  # conftest.ZERO_DEVELOPMENT_RUN: zero policy, 3 calls of 5 controls, --html
     result.assert_outcomes(failed=2)
     line = ("failure: no native success within the cap: 3 policy calls, 3 action decisions, "
             "15 executed controls, 10 settling controls*")
     result.stdout.fnmatch_lines([line, line, "LIBERO: selected 2 = passed 0 + failed 2 + errored 0 + unattempted 0"])
-    (run_dir,) = run_dirs(pytester.path / "reports")
+    (run_dir,) = run_dirs(path / "reports")
     found = records(run_dir)
     assert sorted(found) == ["libero_10-t00-s00", "libero_10-t01-s00"]
     check_videos(run_dir, found)
@@ -101,7 +99,7 @@ def test_zero_policy_decisions_budget_counts_and_evidence(pytester):
         assert set(record["timing"]) >= {"setup_s", "settle_s", "simulation_s", "rendering_s", "policy_s"}
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["suites"]["libero_10"]["success_rate_errors_excluded"]["ci95"][1] > 0
-    assert "LIBERO results" in (pytester.path / "report.html").read_text()
+    assert "LIBERO results" in (path / "report.html").read_text()
 
 
 def test_invalid_actions_fail_the_item_and_never_reach_the_simulator(pytester):
