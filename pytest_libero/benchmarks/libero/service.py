@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from pytest_libero.benchmarks.camera_gate import Gate, gate_cameras, render_now
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, TRACKS, images_from_native
 from pytest_libero.errors import EnvironmentFault
@@ -90,44 +91,8 @@ class Timing:
     renders: int = 0
 
 
-@dataclass
-class _Gate:
-    """Whether the camera sensors render on the current control."""
-
-    open: bool = False
-    timing: Timing = field(default_factory=Timing)
-
-
 _BLANK = np.zeros(IMAGE_SHAPE, dtype=np.uint8)
 _GATED_NAMES = tuple(f"{camera}_image" for camera in CAMERAS)
-
-
-def _gated(real: Callable[..., Any], gate: _Gate) -> Callable[..., Any]:
-    def gated(obs_cache: dict[str, Any]) -> Any:
-        if not gate.open:
-            return _BLANK
-        start = time.perf_counter()
-        image = real(obs_cache)
-        gate.timing.rendering_s += time.perf_counter() - start
-        gate.timing.renders += 1
-        return image
-
-    gated.__modality__ = real.__modality__  # type: ignore[attr-defined]
-    return gated
-
-
-def _gate_cameras(inner_env: Any, gate: _Gate) -> None:
-    """Gate the two camera sensors, now and after every hard reset (which re-creates them)."""
-    for name in _GATED_NAMES:
-        sensor = _gated(inner_env._observables[name]._sensor, gate)
-        inner_env.modify_observable(observable_name=name, attribute="sensor", modifier=sensor)
-    create = inner_env._create_camera_sensors
-
-    def create_gated(*args: Any, **kwargs: Any) -> tuple[list[Any], list[str]]:
-        sensors, names = create(*args, **kwargs)
-        return [_gated(s, gate) if n in _GATED_NAMES else s for s, n in zip(sensors, names, strict=True)], names
-
-    inner_env._create_camera_sensors = create_gated
 
 
 # Switch for the benchmark and for bisecting: PYTEST_LIBERO_LEAN_RESET=0 turns the lean hard reset
@@ -280,19 +245,19 @@ class EnvCache:
     def __init__(self, lean_reset: bool | None = None) -> None:
         self.key: str | None = None
         self.env: Any = None
-        self.gate = _Gate()
+        self.gate = Gate(timing=Timing())
         self.lean_reset = lean_reset_default() if lean_reset is None else lean_reset
         self.lean: _LeanReset | None = None
 
-    def get(self, bddl_path: str, reuse: bool) -> tuple[Any, _Gate, bool]:
+    def get(self, bddl_path: str, reuse: bool) -> tuple[Any, Gate, bool]:
         """(env, its camera gate, whether it was built now)."""
         if reuse and self.env is not None and self.key == bddl_path:
             return self.env, self.gate, False
         self.close()
-        self.gate = _Gate()
+        self.gate = Gate(timing=Timing())
         self.env = self._build(bddl_path)
         self.key = bddl_path
-        _gate_cameras(self.env.env, self.gate)
+        gate_cameras(self.env.env, self.gate, _GATED_NAMES, _BLANK)
         return self.env, self.gate, True
 
     def _build(self, bddl_path: str) -> Any:
@@ -470,12 +435,7 @@ class LiberoEpisode:
 
     def render_now(self) -> dict[str, np.ndarray]:
         """Render both cameras at the current state (for the video's last frame; no physics)."""
-        self.gate.open = True
-        try:
-            raw = {f"{c}_image": self.env.env._observables[f"{c}_image"]._sensor({}) for c in CAMERAS}
-        finally:
-            self.gate.open = False
-        return images_from_native(raw)
+        return images_from_native(render_now(self.env.env, self.gate, _GATED_NAMES))
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]:
         timing = self.gate.timing
