@@ -95,10 +95,21 @@ def run_study_command(args: Any) -> int:
     from pytest_libero.errors import LiberoError
 
     if args.command == "schedule":
+        from pytest_libero import benchmarks
         from pytest_libero.core import schedules
+
+        # A benchmark's own presets (optional `schedules()`: name -> (title, description)).
+        own = {name: text for adapter in benchmarks.adapters()
+               for name, text in getattr(adapter, "schedules", dict)().items()}
         if args.name is None:
-            for name in schedules.names():
-                print(f"{name:<16}{schedules.load(name).title}")
+            titles = {name: schedules.load(name).title for name in schedules.names()}
+            titles.update((name, title) for name, (title, _) in own.items())
+            width = max(16, *(len(name) + 2 for name in titles))
+            for name, title in titles.items():
+                print(f"{name:<{width}}{title}")
+            return 0
+        if args.name in own:
+            print(own[args.name][1])
             return 0
         try:
             print(schedules.describe(args.name))

@@ -45,3 +45,12 @@ def zero_development_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pyte
     result = pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
                               time.monotonic() - started)
     return result, path
+
+
+@pytest.fixture(scope="session")
+def robomemarena_checkout(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """A RoboMemArena checkout (b175708) assembled from ../shared/data into a temporary folder (it has no
+    licence: never copied into the project)."""
+    from robomemarena_helpers import assemble
+
+    return assemble(tmp_path_factory.mktemp("robomemarena") / "checkout")

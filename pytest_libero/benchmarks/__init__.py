@@ -27,6 +27,7 @@ DEFAULT = "libero"
 BUILTIN: dict[str, str] = {
     "libero": "pytest_libero.benchmarks.libero.adapter:ADAPTER",
     "libero_plus": "pytest_libero.benchmarks.libero_plus.adapter:ADAPTER",
+    "robomemarena": "pytest_libero.benchmarks.robomemarena.adapter:ADAPTER",
 }
 ENTRY_POINT_GROUP = "pytest_libero.benchmarks"
 

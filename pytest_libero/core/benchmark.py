@@ -19,6 +19,8 @@ from pytest_libero.core.cells import Cell
 
 # The bench service (pytest_libero.runtime.server) imports the service module this names.
 SERVICE_MODULE_ENV = "PYTEST_LIBERO_SERVICE_MODULE"
+# ... and runs under this interpreter when an adapter's service_env names one (default: the worker's).
+SERVICE_PYTHON_ENV = "PYTEST_LIBERO_SERVICE_PYTHON"
 
 # Summary groups are computed by the generic code (counts, rates, Wilson intervals) and handed
 # to an adapter's summary block as this function of a list of cell ids.
@@ -63,7 +65,15 @@ class Unattempted:
 
 
 class BenchmarkAdapter(Protocol):
-    """The controller- and worker-side half of a benchmark (its service module is the other)."""
+    """The controller- and worker-side half of a benchmark (its service module is the other).
+
+    Optional, read with getattr: `marker_help` (marker name -> description, registered at start),
+    `markers(cell)` (those markers of a cell's item, besides its suite's) and `schedules()` (its
+    own presets, name -> (title, description), for `python -m pytest_libero schedule`) and
+    `policy_paths(context)` (folders appended to the worker's import path before the policy is built). A selection's
+    `protocol` may set any Protocol field (RoboMemArena fixes K, the track and settling); a
+    `control_cap` (and `control_cap_source`) among its benchmark options is the episode cap.
+    """
 
     name: str
     description: str

@@ -70,7 +70,17 @@ class Protocol:
     benchmark: str = "libero"
     benchmark_options: tuple[tuple[str, Any], ...] = ()
 
+    def _benchmark_cap(self) -> tuple[int, str] | None:
+        """A benchmark's own step cap (its options' control_cap and control_cap_source), if it has one."""
+        options = dict(self.benchmark_options)
+        if "control_cap" not in options:
+            return None
+        return int(options["control_cap"]), str(options.get("control_cap_source") or "benchmark step cap")
+
     def control_cap(self, suite: str) -> int:
+        own = self._benchmark_cap()
+        if own is not None and self.budget == "horizon":
+            return own[0]
         if self.budget == "decisions":
             assert self.max_policy_calls is not None
             return self.max_policy_calls * self.replan_interval
@@ -79,6 +89,9 @@ class Protocol:
         return reference_horizon(suite)[0]
 
     def cap_source(self, suite: str) -> str:
+        own = self._benchmark_cap()
+        if own is not None and self.budget == "horizon":
+            return own[1]
         if self.budget == "decisions":
             return f"decisions budget D={self.max_policy_calls} x K={self.replan_interval}"
         if self.schedule is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -49,6 +50,11 @@ def pytest_libero_make_policy(config: pytest.Config, spec: Any) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     for suite in all_suites():
         config.addinivalue_line("markers", f"{suite}: cells of suite {suite}")
+    from pytest_libero import benchmarks
+
+    for adapter in benchmarks.adapters():  # a benchmark's own markers (RoboMemArena's memory types)
+        for name, text in getattr(adapter, "marker_help", {}).items():
+            config.addinivalue_line("markers", f"{name}: {text}")
     run = config.stash[RUN_KEY] = build_run(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "libero_run_dir" in workerinput:
@@ -95,9 +101,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "libero_cell" not in metafunc.fixturenames:
         return
     run = metafunc.config.stash[RUN_KEY]
+    markers = getattr(run.adapter, "markers", lambda cell: ())  # optional: a benchmark's own markers
     metafunc.parametrize(
         "libero_cell",
-        [pytest.param(cell, id=cell.id, marks=getattr(pytest.mark, cell.suite)) for cell in run.cells],
+        [pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, name) for name in (cell.suite, *markers(cell))])
+         for cell in run.cells],
     )
 
 
@@ -167,6 +175,11 @@ def libero_policy(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterato
 
     spec = libero_run.policy
     policy: Any
+    # A benchmark may make modules of its own importable to policies (optional `policy_paths(context)`:
+    # RoboMemArena's adapters import its policy_adapter from the checkout).
+    for path in getattr(libero_run.adapter, "policy_paths", lambda context: ())(libero_run.context):
+        if path not in sys.path:
+            sys.path.append(path)
     if libero_run.isolation == "process":
         from pytest_libero.runtime.isolation import ProcessPolicy
 

@@ -61,8 +61,8 @@ def addoptions(parser: pytest.Parser) -> None:
     group.addoption("--libero-replan-interval", dest="libero_replan_interval", type=int,
                     default=None, metavar="K",
                     help="Controls executed from each chunk before a fresh observation (default "
-                         f"{DEFAULT_REPLAN_INTERVAL}; in full mode the schedule's K: another value runs a named "
-                         "variant of the preset)")
+                         f"{DEFAULT_REPLAN_INTERVAL}; in full mode the schedule's K, with robomemarena its preset's: "
+                         "another value runs a named variant of the preset)")
     group.addoption("--libero-policy", dest="libero_policy", default=None, metavar="NAME|FILE.py:FACTORY",
                     help="Policy to evaluate: a registered name (built-ins zero, random, demo, replay, openpi, "
                          "openvla-rest; names "
@@ -71,7 +71,8 @@ def addoptions(parser: pytest.Parser) -> None:
     group.addoption("--libero-policy-kwargs", dest="libero_policy_kwargs", default=None, metavar="JSON",
                     help="JSON object of keyword arguments for the policy factory")
     group.addoption("--libero-track", dest="libero_track", choices=TRACKS, default=None,
-                    help="Observation track: rgb (default: language + two images), rgb+proprio "
+                    help="Observation track: rgb (default, except robomemarena's openpi-compat: language + two "
+                         "images), rgb+proprio "
                          "(+ 7 joint and 2 gripper encoders) or openpi-compat (+ 8-d eef state; a named "
                          "compatibility track that exposes end-effector state). Part of the protocol identity. "
                          "In full mode the schedule's track: another one runs a named variant of the preset")

@@ -19,6 +19,7 @@ from typing import Any
 from pytest_libero.core.outcomes import completeness
 from pytest_libero.errors import LiberoError
 from pytest_libero.core.benchmark import BenchmarkAdapter
+from pytest_libero.core.protocol import setting_differences
 from pytest_libero.results.files import write_bytes_atomic, write_json_atomic
 from pytest_libero.results.records import RunDir
 
@@ -42,6 +43,19 @@ def _same(values: dict[str, Any], what: str) -> None:
     if len(distinct) > 1:
         listing = "; ".join(f"{folder}: {json.dumps(v, sort_keys=True)[:200]}" for folder, v in values.items())
         raise MergeError(f"the folders differ in {what}, so their results never merge: {listing}")
+
+
+def _same_protocol(protocols: dict[str, dict[str, Any]]) -> None:
+    """Refuse folders of different protocol identities, naming each differing setting."""
+    (first, reference), *others = protocols.items()
+    differences = [text for folder, protocol in others if protocol.get("identity") != reference.get("identity")
+                   for text in (setting_differences(reference.get("settings"), protocol.get("settings"),
+                                                    f"in {first}", f"in {folder}") or [
+                                    f"identity {reference.get('identity')} in {first}, {protocol.get('identity')} "
+                                    f"in {folder}"])]
+    if differences:
+        raise MergeError("the folders differ in protocol identity, so their results never merge: "
+                         + "; ".join(differences))
 
 
 def _prepare_out(out_dir: Path) -> None:
@@ -69,7 +83,7 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
     from pytest_libero.results.summary import rebuild
 
     loaded = {str(d): _load(d) for d in run_dirs}
-    _same({d: m.get("protocol", {}).get("identity") for d, (m, _, _) in loaded.items()}, "protocol identity")
+    _same_protocol({d: m.get("protocol") or {} for d, (m, _, _) in loaded.items()})
     _same({d: m.get("policy") for d, (m, _, _) in loaded.items()}, "policy (model profile spec)")
     _same({d: s.get("unsharded_cells", s.get("cells")) for d, (_, s, _) in loaded.items()},
           "their unsharded selection (scope, suite or task ids)")

@@ -20,6 +20,15 @@ def schedule_block(settings: dict[str, Any] | None) -> dict[str, Any]:
     """What produced the results: fast mode, or a named schedule (whole, or partial, or re-capped)."""
     settings = settings or {}
     schedule = settings.get("schedule")
+    preset = (settings.get("benchmark_options") or {}).get("preset")
+    if not isinstance(schedule, dict) and preset:  # a benchmark's own preset (RoboMemArena's)
+        mode = settings.get("mode", "fast")
+        text = f"{mode} mode, {settings.get('benchmark')} preset {preset}{describe_overrides(settings)}"
+        if mode == "fast":
+            text += (f", seed {settings.get('seed', '?')}, each selected task once: a smoke test, not the published "
+                     "protocol")
+        return {"mode": mode, "name": preset, "all_init_states_at_schedule_caps": False,
+                "overrides": settings.get("overrides") or {}, "text": text}
     if not isinstance(schedule, dict):
         return {"mode": "fast", "name": None, "all_init_states_at_schedule_caps": False,
                 "text": f"fast mode (init state {settings.get('init_index', 0)}, seed {settings.get('seed', '?')}, "

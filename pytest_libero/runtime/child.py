@@ -13,12 +13,17 @@ import subprocess
 import sys
 from multiprocessing.connection import Connection
 
+from pytest_libero.core.benchmark import SERVICE_PYTHON_ENV
+
 
 def spawn(module: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], Connection]:
-    """Start `python -m module FD`; return the process and the parent's end of the pipe."""
+    """Start `python -m module FD`; return the process and the parent's end of the pipe.
+
+    The interpreter is this one unless `env` names another (SERVICE_PYTHON_ENV)."""
     parent, child = socket.socketpair()
+    python = (env or {}).get(SERVICE_PYTHON_ENV) or sys.executable
     with child:
-        process = subprocess.Popen([sys.executable, "-m", module, str(child.fileno())],
+        process = subprocess.Popen([python, "-m", module, str(child.fileno())],
                                    pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
                                    env=dict(os.environ, **env) if env else None)
     return process, Connection(parent.detach())
