@@ -142,7 +142,10 @@ def test_robot_init_apply_keeps_the_perturbed_pose_and_clean_instructions_drop_t
     clean = probe["languages"][-1]
     # The environment's language_instruction: the base BDDL's (:language ...), no suffix.
     assert clean == "pick the akita black bowl between the plate and the ramekin and place it on the plate", clean
-    assert second["cell"]["benchmark"]["instruction"] == clean != second["cell"]["language"]
+    # The record's language is the instruction delivered: the clean one here, the file name's (with its
+    # perturbation suffix) in the default run.
+    assert second["cell"]["benchmark"]["instruction"] == clean == second["cell"]["language"]
+    assert first["cell"]["language"] != clean
 
 
 def test_a_user_asset_folder_is_linked_and_checked_and_the_default_link_comes_back(tmp_path):
