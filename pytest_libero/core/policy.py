@@ -30,7 +30,7 @@ class Policy(Protocol):
         """Return an action chunk (n, 7) in [-1, 1], a single (7,) action, or STOP."""
 
     def close(self) -> None:
-        """Release resources at the end of the worker's session."""
+        """Optional (the harness calls it when present): release resources at the end of the worker's session."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ Imports nothing heavy: no simulator module is imported on collection or on the c
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -18,13 +19,19 @@ import pytest
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.outcomes import COMPLETED, Outcome
 from pytest_libero.errors import EnvironmentFault, InventoryMismatch, PolicyLoadError
-from pytest_libero.plugin.options import LiberoRun, addoptions, all_suites, build_run, is_libero_run
+from pytest_libero.plugin.options import LiberoRun, addoptions, all_suites, build_run, hook_names, is_libero_run
 from pytest_libero.results.records import RunDir, new_run_id, profile_slug
 
 RUN_KEY = pytest.StashKey[LiberoRun]()
 RUN_DIR_KEY = pytest.StashKey[RunDir]()
 RESULT_KEY = pytest.StashKey[Any]()
 RESUMED_KEY = pytest.StashKey[frozenset[str]]()  # cells whose records a resumed run keeps
+POLICY_KEY = pytest.StashKey[Any]()  # the policy built before the first item, until its fixture takes it
+
+
+class PolicyNotBuilt(Exception):
+    """The policy could not be built on an xdist worker: its items error with this one line and are
+    recorded not_run (the run stops before any item when there is no xdist)."""
 
 
 class LiberoSourceWarning(UserWarning):
@@ -144,6 +151,9 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    if report.when == "setup" and call.excinfo is not None and call.excinfo.errisinstance(PolicyNotBuilt):
+        report.longrepr = str(call.excinfo.value)  # one line, no traceback
+        report.libero_not_built = str(call.excinfo.value)  # type: ignore[attr-defined]
     row = item.stash.get(RESULT_KEY, None)
     if row is not None and (report.when == "call" or (report.when == "setup" and not report.passed)):
         report.libero = row  # type: ignore[attr-defined]  # plain builtins: crosses xdist
@@ -164,39 +174,107 @@ def libero_run(pytestconfig: pytest.Config) -> LiberoRun:
     return pytestconfig.stash[RUN_KEY]
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build and check the policy once, before any item runs (in each process that runs items; an
+    xdist controller collects nothing). A policy that cannot be built stops the run: one line, exit 4."""
+    config = session.config
+    if config.option.collectonly or POLICY_KEY in config.stash or hasattr(config, "workerinput"):
+        return  # an xdist worker builds it in the fixture: a usage error there would end the worker
+    resumed = config.stash.get(RESUMED_KEY, frozenset())
+    cells = [getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell") for item in session.items]
+    if not any(isinstance(cell, Cell) and cell.id not in resumed for cell in cells):
+        return  # nothing will run an episode (a resumed run's kept cells build nothing)
+    config.stash[POLICY_KEY] = _build_policy(config, config.stash[RUN_KEY])
+
+
+def _add_policy_paths(run: LiberoRun) -> None:
+    """A benchmark may make modules of its own importable to policies (optional `policy_paths(context)`:
+    RoboMemArena's adapters import its policy_adapter from the checkout)."""
+    for path in getattr(run.adapter, "policy_paths", lambda context: ())(run.context):
+        if path not in sys.path:
+            sys.path.append(path)
+
+
+def _build_policy(config: pytest.Config, run: LiberoRun) -> Any:
+    """The checked policy (reset and act; close optional), or a pytest.UsageError of one line."""
+    from pytest_libero.runtime.policies import build_failure_line, check_policy_object, close_policy
+    from pytest_libero.runtime.policies import unknown_policy_message
+
+    spec = run.policy
+    policy: Any = None
+    _add_policy_paths(run)
+    try:
+        if run.isolation == "process":
+            from pytest_libero.runtime.isolation import ProcessPolicy
+
+            policy = ProcessPolicy(spec, timeout_s=run.policy_timeout_s)
+        else:
+            policy = config.hook.pytest_libero_make_policy(config=config, spec=spec)
+            if policy is None:
+                raise PolicyLoadError(unknown_policy_message(spec.name, hook_names(config)))
+        return check_policy_object(policy, spec)
+    except Exception as exc:  # noqa: BLE001 - any failure to build is the user's to fix, reported once
+        if policy is not None:
+            with contextlib.suppress(Exception):  # a failing close() never hides the real cause
+                close_policy(policy)
+        raise pytest.UsageError(build_failure_line(spec, exc)) from None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The xdist controller runs no item: it checks what it can without building the policy (the
+    factory loads and takes the kwargs), so that a typo stops the run before any worker starts."""
+    config = session.config
+    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession") or not is_libero_run(config):
+        return
+    from pytest_libero.runtime.policies import build_failure_line, dry_check
+
+    spec = config.stash[RUN_KEY].policy
+    _add_policy_paths(config.stash[RUN_KEY])
+    try:
+        dry_check(spec)
+    except Exception as exc:  # noqa: BLE001 - reported once, as a usage error
+        raise pytest.UsageError(build_failure_line(spec, exc)) from None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Close a policy built before the run that no item took (-x, a deselected or failed start)."""
+    policy = session.config.stash.get(POLICY_KEY, None)
+    if policy is not None:
+        from pytest_libero.runtime.policies import close_policy
+
+        del session.config.stash[POLICY_KEY]
+        close_policy(policy)
+
+
 @pytest.fixture(scope="session")
 def libero_policy(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterator[Any]:
-    """The policy under evaluation, built once per worker (in its own process with isolation).
+    """The policy under evaluation, built once per worker before its first item (in its own process
+    with isolation); see pytest_collection_finish.
 
     A policy whose profile declares another K, budget, track or image convention than the run's is
     refused here, before any episode: every item errors with both values named."""
     from pytest_libero.core.policy import check_declarations
-    from pytest_libero.runtime.policies import check_policy_object
+    from pytest_libero.runtime.policies import close_policy
 
-    spec = libero_run.policy
-    policy: Any
-    # A benchmark may make modules of its own importable to policies (optional `policy_paths(context)`:
-    # RoboMemArena's adapters import its policy_adapter from the checkout).
-    for path in getattr(libero_run.adapter, "policy_paths", lambda context: ())(libero_run.context):
-        if path not in sys.path:
-            sys.path.append(path)
-    if libero_run.isolation == "process":
-        from pytest_libero.runtime.isolation import ProcessPolicy
-
-        policy = ProcessPolicy(spec, timeout_s=libero_run.policy_timeout_s)
+    policy = pytestconfig.stash.get(POLICY_KEY, None)
+    if policy is None:  # an xdist worker: a build failure errors its items with the one line
+        try:
+            policy = _build_policy(pytestconfig, libero_run)
+        except pytest.UsageError as exc:
+            raise PolicyNotBuilt(str(exc)) from None
     else:
-        policy = pytestconfig.hook.pytest_libero_make_policy(config=pytestconfig, spec=spec)
-        if policy is None:
-            raise PolicyLoadError(f"no adapter built policy {spec.name!r}")
+        del pytestconfig.stash[POLICY_KEY]
     try:
-        policy = check_policy_object(policy, spec)
         # What the policy declares it was built for (K, budget, track, images) against this run.
-        check_declarations(spec.name, getattr(policy, "profile", None), libero_run.protocol)
+        check_declarations(libero_run.policy.name, getattr(policy, "profile", None), libero_run.protocol)
     except PolicyLoadError:
-        policy.close()
+        with contextlib.suppress(Exception):  # a failing close() never hides the refusal
+            close_policy(policy)
         raise
     yield policy
-    policy.close()
+    close_policy(policy)
 
 
 @pytest.fixture(scope="session")

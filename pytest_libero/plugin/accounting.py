@@ -35,6 +35,7 @@ class Accounting:
         self.status: dict[str, str] = {}
         self.rows: dict[str, dict[str, Any]] = {}
         self.unrecorded_errors: dict[str, str] = {}
+        self.not_built: dict[str, str] = {}  # cells a worker could not build the policy for: one line each
         self._summary: tuple[dict[str, Any], bytes] | None = None
 
     # -- selection -----------------------------------------------------------------------
@@ -110,7 +111,9 @@ class Accounting:
             self.status[report.nodeid] = "passed" if report.passed else "failed"
         elif report.failed and report.when in ("setup", "teardown", "???"):
             self.status[report.nodeid] = "errored"
-            if row is None and report.when == "setup":
+            if getattr(report, "libero_not_built", None):
+                self.not_built[report.nodeid] = report.libero_not_built  # type: ignore[attr-defined]
+            elif row is None and report.when == "setup":
                 crash = getattr(report.longrepr, "reprcrash", None)
                 self.unrecorded_errors[report.nodeid] = (
                     crash.message if crash is not None else report.longreprtext.strip()[-2000:] or "setup error")
@@ -143,7 +146,9 @@ class Accounting:
             cell = self._cell(nodeid)
             if self.run_dir.record_path(cell).exists():
                 continue
-            if nodeid in self.unrecorded_errors:
+            if nodeid in self.not_built:
+                self._write_placeholder(cell, Outcome.NOT_RUN, f"never ran: {self.not_built[nodeid]}", "main")
+            elif nodeid in self.unrecorded_errors:
                 self._write_placeholder(cell, Outcome.ENV_ERROR, self.unrecorded_errors[nodeid], "main")
             elif self.status.get(nodeid) in (None, "unattempted"):
                 self._write_placeholder(cell, Outcome.NOT_RUN, "never ran (-x, interrupt, skip or lost worker)", "main")

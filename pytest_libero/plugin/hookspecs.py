@@ -18,10 +18,13 @@ if TYPE_CHECKING:
 def pytest_libero_make_policy(config: pytest.Config, spec: PolicySpec) -> Any | None:
     """Build the policy for ``spec``, or return None when ``spec.name`` is not yours.
 
-    Called once per worker process (once per session without xdist), the first time an episode
-    needs the policy. The first non-None result wins; the built-in resolver (registered names
-    and ``path/to/file.py:factory``) runs last. The returned object must have
-    ``reset(language)``, ``act(observation)`` and ``close()`` (see ``pytest_libero.Policy``).
+    Called once per worker process (once per session without xdist), after collection and before
+    the first item. ``spec.name`` is the ``--libero-policy`` value, ``spec.kwargs`` the
+    ``--libero-policy-kwargs`` dict; ``config`` is this process's pytest config. This hook alone
+    serves a name (``pytest_libero_policy_names`` only lists it). The first non-None result wins;
+    the built-in resolver (registered names and ``path/to/file.py:factory``) runs last. The
+    returned object must have ``reset(language)`` and ``act(observation)``; ``close()`` is
+    optional (see ``pytest_libero.Policy``). Any exception stops the run with one line (exit 4).
 
     Example, in a conftest.py::
 
@@ -34,6 +37,7 @@ def pytest_libero_make_policy(config: pytest.Config, spec: PolicySpec) -> Any | 
 def pytest_libero_policy_names(config: pytest.Config) -> list[str]:  # type: ignore[empty-body]
     """Return the policy names this plugin can build (for ``--libero-policy`` checking and help).
 
-    Called on every process at configure time, once. Each implementation returns a list; names
-    not listed by any implementation (nor built in) are a usage error with a suggestion.
+    Called on every process at configure time, once. Each implementation returns a list; the
+    names are offered in listings and suggestions. Optional: a name only
+    ``pytest_libero_make_policy`` builds is served all the same.
     """

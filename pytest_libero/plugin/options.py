@@ -255,7 +255,7 @@ def build_run(config: pytest.Config) -> LiberoRun:
         raise pytest.UsageError(f"--libero-service-timeout {timeout}: must be a positive number of seconds")
     with usage_errors():
         spec = PolicySpec(opt("libero_policy") or "zero", parse_policy_kwargs(opt("libero_policy_kwargs")))
-        check_spec(spec, extra_names=_hook_names(config))
+        check_spec(spec, extra_names=hook_names(config), other_makers=has_policy_makers(config))
     policy_timeout = opt("libero_policy_timeout")
     if not policy_timeout > 0:
         raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
@@ -308,7 +308,14 @@ def _refuse_other_adapters_options(config: pytest.Config, chosen: BenchmarkAdapt
                 raise OptionError(f"{spec.flags[0]} applies only with --libero-benchmark {adapter.name}")
 
 
-def _hook_names(config: pytest.Config) -> list[str]:
+def has_policy_makers(config: pytest.Config) -> bool:
+    """Whether a conftest or plugin other than this one implements pytest_libero_make_policy (it may
+    serve any name: an unknown one is then refused only when no hook builds it)."""
+    impls = config.pluginmanager.hook.pytest_libero_make_policy.get_hookimpls()
+    return any(getattr(impl.plugin, "__name__", None) != "pytest_libero.plugin" for impl in impls)
+
+
+def hook_names(config: pytest.Config) -> list[str]:
     names: list[str] = []
     for result in config.hook.pytest_libero_policy_names(config=config):
         names.extend(result)

@@ -95,7 +95,9 @@ class _Requests:
         if op == "act":
             return self.policy.act(payload)
         if op == "close":
-            return self.policy.close() if self.policy is not None else None
+            from pytest_libero.runtime.policies import close_policy
+
+            return close_policy(self.policy) if self.policy is not None else None
         raise ValueError(f"unknown request {op!r}")
 
     def build(self, name: str, kwargs: dict[str, Any], cwd: str) -> dict[str, Any]:
