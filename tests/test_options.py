@@ -66,7 +66,7 @@ def test_unknown_policy_suggests_and_lists():
     message = str(info.value)
     assert "Did you mean 'zero'?" in message
     available = message.split("Available: ")[1]
-    assert "random" in available and "zero" in available and "path/to/file.py:factory" in available
+    assert "random" in available and "zero" in available and "path/to/file.py:FACTORY" in available
 
 
 def test_protocol_identity_changes_with_every_setting():

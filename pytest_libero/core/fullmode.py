@@ -23,16 +23,22 @@ MODES = ("fast", "full")
 
 
 def parse_int_list(flag: str, text: str, what: str) -> tuple[int, ...]:
-    """Comma-separated non-negative integers, each once (task ids, seeds, init states); OptionError otherwise."""
+    """Comma-separated non-negative integers or inclusive ranges A-B, each value once (task ids, seeds,
+    init states); OptionError otherwise."""
     values: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdecimal():
+        low, dash, high = part.partition("-")
+        if not (low.strip().isdecimal() and (not dash or high.strip().isdecimal())):
             raise OptionError(f"{flag} {text!r}: {part!r} is not {what}; give comma-separated "
-                              "non-negative integers such as 0,1,2")
-        if int(part) in values:
-            raise OptionError(f"{flag} {text!r}: {part} is listed twice")
-        values.append(int(part))
+                              "non-negative integers or ranges such as 0,1,2 or 0-4")
+        first, last = int(low), int(high) if dash else int(low)
+        if last < first:
+            raise OptionError(f"{flag} {text!r}: range {part!r} is empty; write it low-high, e.g. {last}-{first}")
+        for value in range(first, last + 1):
+            if value in values:
+                raise OptionError(f"{flag} {text!r}: {value} is listed twice")
+            values.append(value)
     return tuple(values)
 
 

@@ -175,6 +175,23 @@ def libero_run(pytestconfig: pytest.Config) -> LiberoRun:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Before -k/-m deselect anything: a LIBERO run whose header selects cells but whose paths hold
+    no LIBERO case fails with one line saying why (instead of `collected 0 items`)."""
+    run = config.stash[RUN_KEY]
+    if not run.cells or not is_libero_run(config) or hasattr(config, "workerinput"):
+        return
+    if any(isinstance(getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell"), Cell)
+           for item in items):
+        return
+    paths = " ".join(config.args) or "(none)"
+    raise pytest.UsageError(
+        f"libero: the header selects {len(run.cells)} cell(s), but the paths collected ({paths}) hold no LIBERO "
+        "case (a test taking libero_cell); name no path to run the bundled cases, or add the path of "
+        "pytest_libero/cases (python -c 'import pytest_libero.cases as c; print(c.__path__[0])')")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build and check the policy once, before any item runs (in each process that runs items; an
     xdist controller collects nothing). A policy that cannot be built stops the run: one line, exit 4."""

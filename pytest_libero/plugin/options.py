@@ -33,23 +33,22 @@ from pytest_libero.runtime.service import DEFAULT_TIMEOUT_S
 
 SCOPES = ("development", "task_coverage", "plan")
 
-# Options that mean "this is a LIBERO run" (used to find the evaluation cases when the user
-# named no paths).
-RUN_OPTIONS = ("libero_scope", "libero_policy", "libero_suite", "libero_task_ids", "libero_mode",
-               "libero_benchmark")
+# Every option of the "libero" group is a run option: one given a value other than its default
+# means "this is a LIBERO run" (the bundled evaluation cases are collected when no path is named).
+GROUP = "libero"
 
 
 def addoptions(parser: pytest.Parser) -> None:
-    group = parser.getgroup("libero", "LIBERO evaluation")
+    group = parser.getgroup(GROUP, "LIBERO evaluation")
     group.addoption("--libero-scope", dest="libero_scope", choices=SCOPES, default=None,
-                    help="Cells to run: development (LIBERO-10 ids 0-4), task_coverage "
-                         "(--libero-suite, optional --libero-task-ids) or plan (all 130). "
-                         "Default: LIBERO-10 tasks 0 and 1")
+                    help="Cells to run: development (LIBERO-10 tasks 0 and 1; --libero-task-ids may pick "
+                         "any of 0-4), task_coverage (--libero-suite, optional --libero-task-ids) or plan "
+                         "(all 130). Default: LIBERO-10 tasks 0 and 1")
     group.addoption("--libero-suite", dest="libero_suite", choices=all_suites(), default=None,
                     help="Suite for --libero-scope task_coverage: a standard suite or a LIBERO-PRO one "
                          "(<suite>_lan, _object, _swap, _task)")
     group.addoption("--libero-task-ids", dest="libero_task_ids", default=None, metavar="IDS",
-                    help="Comma-separated task indices, e.g. 0,3")
+                    help="Comma-separated task indices or ranges, e.g. 0,3 or 0-4")
     group.addoption("--libero-budget", dest="libero_budget", choices=("horizon", "decisions"),
                     default="horizon",
                     help="Control cap: the suite's reference horizon (default) or decisions "
@@ -322,6 +321,17 @@ def hook_names(config: pytest.Config) -> list[str]:
     return names
 
 
+def given_options(config: pytest.Config) -> list[str]:
+    """The --libero-* options given a value other than their default (command line, addopts or ini)."""
+    given = []
+    for option in config._parser.getgroup(GROUP).options:  # noqa: SLF001 - pytest keeps its parser there
+        dest = option.dest
+        if dest and config.getoption(dest, None) != option.attrs().get("default"):
+            given.append(option.names()[0])
+    return given
+
+
 def is_libero_run(config: pytest.Config) -> bool:
-    return any(config.getoption(name) is not None for name in RUN_OPTIONS)
+    """Any --libero-* option given (with a non-default value) means a LIBERO run."""
+    return bool(given_options(config))
 

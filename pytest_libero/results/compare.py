@@ -124,11 +124,21 @@ def _pct(value: float) -> str:
     return f"{100 * value:+.1f}" if value else " 0.0"
 
 
+def _policy(spec: Any) -> str:
+    """A run's policy spec as the command line gave it: name, and kwargs when any."""
+    if not isinstance(spec, dict):
+        return "unknown"
+    kwargs = spec.get("kwargs") or {}
+    return str(spec.get("name")) + (f" {json.dumps(kwargs, sort_keys=True)}" if kwargs else "")
+
+
 def render(result: dict[str, Any]) -> str:
     """The comparison as a plain-text table."""
-    head = (f"{'group':<26}{'pairs':>6}{'A':>7}{'B':>7}{'B-A':>7}  {'95% CI (Newcombe)':<18}{'A only':>7}"
+    head = (f"{'group':<26}{'pairs':>6}{'A %':>7}{'B %':>7}{'B-A pp':>7}  {'95% CI pp':<18}{'A only':>7}"
             f"{'B only':>7}{'McNemar p':>11}  verdict (B vs A)")
-    lines = [f"RUN_A {result['run_a']}", f"RUN_B {result['run_b']}",
+    lines = [f"RUN_A {result['run_a']} (policy {_policy(result.get('policy_a'))})",
+             f"RUN_B {result['run_b']} (policy {_policy(result.get('policy_b'))})",
+             "A %, B %: success rates; B-A pp: their difference in percentage points, with Newcombe's 95% CI",
              f"protocol {result['protocol_identity']} (identical); {result['overall']['pairs']} paired episodes, "
              f"{len(result['unpaired_cells'])} cell(s) unpaired (missing, errored or unattempted in either run)",
              "", head]

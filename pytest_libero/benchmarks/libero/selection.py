@@ -51,7 +51,7 @@ def select_cells(scope: str | None, suite: str | None, ids_text: str | None) -> 
         return tuple(Cell("libero_10", i) for i in wanted)
     if suite is None:
         raise OptionError("--libero-scope task_coverage needs --libero-suite "
-                                f"(one of {', '.join(catalog.SUITES)})")
+                                f"(one of {', '.join(catalog.ALL_SUITES)})")
     available: list[int] = [e["task_index"] for e in catalog.entries(suite)]
     wanted = ids if ids is not None else available
     bad = [i for i in wanted if i not in available]
