@@ -44,12 +44,14 @@ def setup_project(path: Path) -> None:
 
 
 def run(path: Path, *args: str, kill_after_records: int | None = None, root: str = "reports",
-        log: str = "episodes.log") -> int:
-    """Run pytest in `path`; with kill_after_records, SIGKILL the whole run once that many records exist."""
+        log: str = "episodes.log", bare: bool = False) -> int:
+    """Run pytest in `path`; with kill_after_records, SIGKILL the whole run once that many records exist.
+    `bare`: only `args` (no BASE options, no --libero-output)."""
     env = dict(os.environ, PYTHONPATH=str(path), EPISODE_LOG=str(path / log))
     for name in ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "JOB_COMPLETION_INDEX"):
         env.pop(name, None)
-    process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "--libero-output", root, *args],
+    options = ["-p", "no:cacheprovider", *args] if bare else [*BASE, "--libero-output", root, *args]
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *options],
                                cwd=path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     if kill_after_records is None:

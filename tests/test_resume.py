@@ -28,7 +28,8 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run_and_runs_nothing_twice(
     # a torn temporary left by the kill is ignored (and the cell redone)
     (partial / "episodes" / ".libero_10-t04-s00.999.tmp.json").write_text('{"torn": ')
     played_before = (project / "episodes.log").read_text().splitlines()
-    assert run(project, *PAUSE, "--libero-resume", str(partial)) == 0
+    # `--libero-resume RUN` alone: the run's recorded options (run.json's command line) are reused
+    assert run(project, "--libero-resume", str(partial), bare=True) == 0
     played_after = (project / "episodes.log").read_text().splitlines()[len(played_before):]
     assert len(played_after) == 5 - len(before)  # only the cells without a complete record ran
     after = {p.name: p.read_bytes() for p in (partial / "episodes").glob("*.json")}
@@ -71,6 +72,8 @@ def test_resume_reruns_errored_cells_unless_told_to_keep_them(pytester, project)
 @pytest.mark.parametrize("args, message", [
     (["--libero-max-policy-calls", "5"], "*its protocol differs*max_policy_calls: 4 in the folder, 5 now*"),
     (["--libero-policy-kwargs", '{"pause": 0.0}'], "*its policy differs*kwargs.pause: None in the folder, 0.0 now*"),
+    # named by the option that sets it; tuples now against lists in the folder are no difference
+    (["--libero-track", "rgb+proprio"], "*differs*(--libero-track (track: 'rgb' in the folder, 'rgb+proprio' now))*"),
 ])
 def test_resume_refuses_a_folder_of_another_protocol_or_policy(pytester, project, args, message):
     run(project, "--libero-video", "none", "--libero-task-ids", "0")
@@ -80,3 +83,4 @@ def test_resume_refuses_a_folder_of_another_protocol_or_policy(pytester, project
     result = pytester.runpytest_subprocess(*base, *args, "--libero-resume", str(run_dir))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+    assert "cameras" not in result.stderr.str() and "image_shape" not in result.stderr.str()

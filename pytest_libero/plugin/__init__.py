@@ -20,12 +20,14 @@ from pytest_libero.core.cells import Cell
 from pytest_libero.core.outcomes import COMPLETED, Outcome
 from pytest_libero.errors import EnvironmentFault, InventoryMismatch, PolicyLoadError
 from pytest_libero.plugin.options import LiberoRun, addoptions, all_suites, build_run, hook_names, is_libero_run
+from pytest_libero.plugin.options import with_recorded_options
 from pytest_libero.results.records import RunDir, new_run_id, profile_slug
 
 RUN_KEY = pytest.StashKey[LiberoRun]()
 RUN_DIR_KEY = pytest.StashKey[RunDir]()
 RESULT_KEY = pytest.StashKey[Any]()
 RESUMED_KEY = pytest.StashKey[frozenset[str]]()  # cells whose records a resumed run keeps
+RECORDED_KEY = pytest.StashKey[list[str]]()  # the options `--libero-resume RUN` alone took from run.json
 POLICY_KEY = pytest.StashKey[Any]()  # the policy built before the first item, until its fixture takes it
 
 
@@ -52,6 +54,14 @@ def pytest_libero_make_policy(config: pytest.Config, spec: Any) -> Any:
     from pytest_libero.runtime.policies import build_builtin
 
     return build_builtin(spec)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """`pytest --libero-resume RUN` alone: the run's recorded --libero-* options join the command line."""
+    recorded = with_recorded_options(parser, args)
+    args.extend(recorded)
+    early_config.stash[RECORDED_KEY] = recorded
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,7 +110,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     mode = f", {p.describe_schedule()}" if p.schedule is not None else ""
     bench = f"benchmark {run.benchmark}, " if run.benchmark != "libero" else ""
     options = "".join(f", {name} {value}" for name, value in p.benchmark_options)  # the adapter's protocol options
-    return (f"libero: {bench}scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
+    recorded = config.stash.get(RECORDED_KEY, [])
+    resumed = f"libero: resuming {run.resume} with its recorded options: {' '.join(recorded)}\n" if recorded else ""
+    return (f"{resumed}libero: {bench}scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
             f"budget {budget}, track {p.track}{mode}{options}, protocol {p.identity}")
 
 

@@ -11,6 +11,7 @@ import functools
 import os
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from dataclasses import dataclass
 from dataclasses import field as dataclasses_field
 from typing import Any
@@ -329,6 +330,23 @@ def given_options(config: pytest.Config) -> list[str]:
         if dest and config.getoption(dest, None) != option.attrs().get("default"):
             given.append(option.names()[0])
     return given
+
+
+def with_recorded_options(parser: pytest.Parser, args: list[str]) -> list[str]:
+    """`pytest --libero-resume RUN` given no other --libero-* option continues RUN with the
+    --libero-* options its run.json recorded: those options are appended to `args` (returned)."""
+    names = [arg.split("=", 1)[0] for arg in args if arg.startswith("--libero-")]
+    if "--libero-resume" not in names or set(names) - {"--libero-resume", "--libero-resume-keep-errors"}:
+        return []
+    at = next(i for i, arg in enumerate(args) if arg.split("=", 1)[0] == "--libero-resume")
+    run_dir = args[at].split("=", 1)[1] if "=" in args[at] else (args[at + 1] if at + 1 < len(args) else None)
+    if run_dir is None:
+        return []
+    from pytest_libero.results.resume import recorded_options
+
+    flags = frozenset(option.names()[0] for option in parser.getgroup(GROUP).options
+                      if option.attrs().get("action") in ("store_true", "store_false"))
+    return recorded_options(Path(run_dir), flags)
 
 
 def is_libero_run(config: pytest.Config) -> bool:

@@ -11,6 +11,8 @@ refused (ResumeRefused), naming the settings that differ: results of different i
 
 from __future__ import annotations
 
+import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +25,39 @@ class ResumeRefused(OptionError):
 
 
 
+# The command-line option that sets each protocol field (fields of no option are fixed by the harness).
+OPTION_OF = {
+    "scope": "--libero-scope", "budget": "--libero-budget", "replan_interval": "--libero-replan-interval",
+    "max_policy_calls": "--libero-max-policy-calls", "mode": "--libero-mode", "track": "--libero-track",
+    "schedule": "--libero-schedule", "seeds": "--libero-seeds (full mode)",
+    "init_states": "--libero-init-states (full mode)", "init_index": "--libero-mode/--libero-init-states",
+    "seed": "--libero-mode/--libero-seeds", "overrides": "--libero-replan-interval/--libero-track (full mode)",
+    "benchmark": "--libero-benchmark", "benchmark_options": "the benchmark's options",
+    "name": "--libero-policy", "kwargs": "--libero-policy-kwargs",
+}
+
+
+def as_stored(value: Any) -> Any:
+    """`value` as run.json and the records store it (tuples become lists): what resume compares."""
+    return json.loads(json.dumps(value))
+
+
 def _differences(before: Any, now: Any) -> list[str]:
-    return setting_differences(before, now, "in the folder", "now")
+    """The settings that differ, as stored, each with the option that sets it."""
+    found = setting_differences(as_stored(before), as_stored(now), "in the folder", "now")
+    named = []
+    for line in found:
+        field = line.split(":", 1)[0]
+        option = OPTION_OF.get(field.split(".", 1)[0])
+        named.append(f"{option} ({line})" if option else line)
+    return named
 
 
 def _refuse(run_dir: Path, what: str, differences: list[str]) -> None:
     raise ResumeRefused(
         f"--libero-resume {run_dir}: its {what} differs from this run's, so its results cannot be continued "
-        f"({'; '.join(differences[:8])}). Resume with the original settings, or start a new run")
+        f"({'; '.join(differences[:8])}). Resume with the original settings (`pytest --libero-resume {run_dir}` "
+        "alone reuses them), or start a new run")
 
 
 def completed_cells(run_dir: Path, protocol: dict[str, Any], identity: str, policy_spec: dict[str, Any],
@@ -51,7 +78,7 @@ def completed_cells(run_dir: Path, protocol: dict[str, Any], identity: str, poli
         settings = (manifest.get("protocol") or {}).get("settings")
         if (manifest.get("protocol") or {}).get("identity") != identity:
             _refuse(run_dir, "protocol", _differences(settings, protocol) or ["protocol identity"])
-        if manifest.get("policy") != policy_spec:
+        if manifest.get("policy") != as_stored(policy_spec):
             _refuse(run_dir, "policy", _differences(manifest.get("policy"), policy_spec))
     keep = COMPLETED | ERRORS if keep_errors else COMPLETED
     kept: dict[str, dict[str, Any]] = {}
@@ -61,7 +88,7 @@ def completed_cells(run_dir: Path, protocol: dict[str, Any], identity: str, poli
             _refuse(run_dir, f"record {cell}'s protocol",
                     _differences(ids["protocol"]["settings"], protocol) or ["protocol identity"])
         spec = (ids.get("model_profile") or {}).get("spec")
-        if spec != policy_spec:
+        if spec != as_stored(policy_spec):
             _refuse(run_dir, f"record {cell}'s policy", _differences(spec, policy_spec))
         if Outcome(record["outcome"]["outcome"]) in keep:
             kept[cell] = record
@@ -77,3 +104,30 @@ def previous_sessions(run_dir: Path) -> list[dict[str, Any]]:
         return []
     earlier = list(manifest.get("previous_sessions") or [])
     return earlier + [{k: manifest.get(k) for k in ("started", "command_line", "machine")}]
+
+
+def recorded_options(run_dir: Path, flags: frozenset[str]) -> list[str]:
+    """The --libero-* options of the command line run.json recorded (less --libero-resume and its
+    value), for `pytest --libero-resume RUN` given no other LIBERO option. `flags` are the options
+    that take no value. Empty when the folder has no run.json."""
+    from pytest_libero.results.summary import load_manifest
+
+    argv = list((load_manifest(run_dir) or {}).get("command_line") or [])[1:]
+    kept: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = str(argv[i])
+        i += 1
+        name = token.split("=", 1)[0]
+        if not name.startswith("--libero-"):
+            continue
+        takes_value = name not in flags and "=" not in token
+        value = [str(argv[i])] if takes_value and i < len(argv) else []
+        i += len(value)
+        if name not in ("--libero-resume", "--libero-resume-keep-errors"):
+            kept.extend([token, *value])
+    return kept
+
+
+def describe(options: list[str]) -> str:
+    return shlex.join(options)
