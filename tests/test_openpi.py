@@ -408,18 +408,21 @@ def test_a_server_fault_errors_one_item_and_the_next_item_runs(pytester, server)
     assert len(srv.received) == 3
 
 
-def test_an_unreachable_server_errors_every_item_with_one_message_after_one_try(pytester):
+def test_an_unreachable_server_stops_the_run_with_one_line_after_one_try(pytester):
+    """The policy is built (and the connect tried) once, before any item: exit 4, nothing recorded."""
     pytester.makepyfile(fakes=(Path(__file__).parent / "fakes.py").read_text())
     pytester.makeconftest(SERVER_CONFTEST)
     port = free_port()
     tick = time.monotonic()
     result = pytester.runpytest("--libero-policy", "openpi", "--libero-policy-kwargs",
-                                f'{{"port": {port}, "connect_timeout_s": 0.5}}')
-    assert time.monotonic() - tick < 10  # the policy is built (and the connect tried) once
-    result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines([f"*PolicyServerError: openpi policy server unreachable at ws://127.0.0.1:{port} "
-                                 "within 0.5 s*"])
-    result.stdout.fnmatch_lines(["LIBERO: selected 2 = passed 0 + failed 0 + errored 2 + unattempted 0"])
+                                f'{{"port": {port}, "connect_timeout_s": 0.5}}', "--libero-output", "out")
+    assert time.monotonic() - tick < 10
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.startswith("ERROR:")]
+    assert len(errors) == 1, result.errlines
+    assert (f"PolicyServerError: openpi policy server unreachable at ws://127.0.0.1:{port} within 0.5 s"
+            in errors[0]), errors[0]
+    assert not (pytester.path / "out").exists()
 
 
 @pytest.mark.real_libero

@@ -308,14 +308,18 @@ def test_a_fault_errors_the_item_not_fails_it_and_the_next_item_runs(pytester, s
     ])
 
 
-def test_an_unreachable_server_errors_every_item(pytester):
+def test_an_unreachable_server_stops_the_run_with_one_line(pytester):
+    """Found when the policy is built, before any item: exit 4, one line, nothing recorded."""
     pytester.makepyfile(fakes=FAKES)
     pytester.makeconftest(fake_conftest())
     port = free_port()
     result = pytester.runpytest("-p", "no:cacheprovider", "--libero-policy", "openvla-rest", "--libero-policy-kwargs",
-                                f'{{"port": {port}, "connect_timeout_s": 0.3}}')
-    result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines([f"*PolicyServerError: OpenVLA REST server unreachable at http://127.0.0.1:{port}/act*"])
+                                f'{{"port": {port}, "connect_timeout_s": 0.3}}', "--libero-output", "out")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.startswith("ERROR:")]
+    assert len(errors) == 1, result.errlines
+    assert f"PolicyServerError: OpenVLA REST server unreachable at http://127.0.0.1:{port}/act" in errors[0]
+    assert not (pytester.path / "out").exists()
 
 
 @pytest.mark.real_libero

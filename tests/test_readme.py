@@ -39,10 +39,11 @@ def as_collection(command: str, folder: Path) -> list[str] | None:
     """The arguments of a README `pytest` line for a collect-only check, its placeholders filled:
     `...` dropped (a LIBERO-PRO suite gets the task_coverage scope it stands for), `-n N` dropped
     (collection is the same; starting workers is not the claim), the adapter file and run folder
-    the line names created. None for a line that is not `pytest`, or a LIBERO-plus one (it needs
-    LIBERO-plus's classification file; tests/test_liberoplus.py covers those options)."""
+    the line names created. None for a line that is not `pytest`, or one of another benchmark (it
+    needs LIBERO-plus's classification file or a RoboMemArena checkout; tests/test_liberoplus.py and
+    tests/test_robomemarena.py cover those options)."""
     args = shlex.split(command.replace("<run-id>", "run1"))
-    if args[0] != "pytest" or "libero_plus" in args:
+    if args[0] != "pytest" or other_benchmark(command):
         return None
     args = [a for a in args[1:] if a != "..."]
     while "-n" in args:
@@ -61,6 +62,10 @@ def as_collection(command: str, folder: Path) -> list[str] | None:
 
 
 COMMANDS = use_commands()
+
+
+def other_benchmark(command: str) -> bool:
+    return "--libero-benchmark" in command and "--libero-benchmark libero " not in command + " "
 
 
 def adapter_doc_commands() -> list[str]:
@@ -95,7 +100,7 @@ def test_the_use_section_was_read():
     assert len(pytest_lines) >= 15 and any("--libero-budget decisions" in c for c in pytest_lines)
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if c.startswith("pytest ") and "libero_plus" not in c])
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c.startswith("pytest ") and not other_benchmark(c)])
 def test_each_pytest_line_collects_what_its_header_says(pytester, command):
     args = as_collection(command, pytester.path)
     assert args is not None
