@@ -6,6 +6,7 @@ Rendered with Jinja2 (autoescaping on), which pytest-html already depends on.
 from __future__ import annotations
 
 import base64
+import functools
 from typing import Any
 
 import jinja2
@@ -16,6 +17,12 @@ from pytest_libero.core.statistics import rate_text
 from pytest_libero.results.schedule_summary import lines as schedule_lines
 
 _ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+
+
+@functools.cache
+def compiled(text: str) -> jinja2.Template:
+    """A page fragment's template (a benchmark's block), with the page's settings, compiled once per process."""
+    return _ENV.from_string(text)
 
 SUMMARY_BLOCK = _ENV.from_string("""
 <div class="libero-summary">

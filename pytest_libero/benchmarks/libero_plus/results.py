@@ -8,7 +8,6 @@ per-suite, per-difficulty and overall rows, and the variants skipped for missing
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from typing import Any, Mapping
 
@@ -138,12 +137,14 @@ BLOCK = """
 """
 
 
-@functools.cache
-def _template() -> Any:
-    import jinja2
-
-    return jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True).from_string(BLOCK)
-
 
 def html(plus: dict[str, Any]) -> str:
-    return str(_template().render(p=plus, rate=rate_text))
+    return str(_page_template().render(p=plus, rate=rate_text))
+
+
+def _page_template() -> Any:
+    # Imported here: the adapter module (loaded on every pytest start) imports this one, and the page
+    # module imports Jinja (about 0.1 s).
+    from pytest_libero.results.page import compiled
+
+    return compiled(BLOCK)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from pytest_libero.benchmarks.robomemarena import options, presets, results
-from pytest_libero.benchmarks.robomemarena.checkout import MEMORY_WORDS, SCRIPTS
+from pytest_libero.benchmarks.robomemarena.checkout import MEMORY_WORDS, SCRIPTS, memory_words
 from pytest_libero.core.benchmark import Group, OptionSpec, Selection, Unattempted
 from pytest_libero.core.cells import Cell
 
@@ -50,8 +50,7 @@ class RoboMemArenaAdapter:
         return (getattr(cell, "stem", ""),) if getattr(cell, "stem", "") else ()
 
     def markers(self, cell: Cell) -> Sequence[str]:
-        memory = getattr(cell, "memory_type", "")
-        return tuple(f"memory_{MEMORY_WORDS[part]}" for part in memory.split("+") if part in MEMORY_WORDS)
+        return tuple(f"memory_{word}" for word in memory_words(getattr(cell, "memory_type", "")))
 
     def cell_fields(self, cell_id: str, settings: Mapping[str, Any], context: Any, *,
                     bulk: bool = False) -> dict[str, Any]:

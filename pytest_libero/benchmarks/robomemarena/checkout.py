@@ -39,6 +39,11 @@ MEMORY_WORDS = {"S": "sequence", "O": "occlusion", "C": "counting", "T": "transf
 _BDDL_NAME = re.compile(r"(?P<id>\d+)_(?P<stem>[a-z0-9_]+)\.bddl")
 
 
+def memory_words(memory_type: str) -> tuple[str, ...]:
+    """A memory type in words, e.g. ("counting", "occlusion") for C+O; unknown letters are left out."""
+    return tuple(MEMORY_WORDS[part] for part in memory_type.split("+") if part in MEMORY_WORDS)
+
+
 class CheckoutError(ValueError):
     """The path is not a usable RoboMemArena checkout; the message says what was expected where."""
 
@@ -53,11 +58,6 @@ class Task:
     stem: str  # the BDDL file's stem without its number, e.g. "cookies_tomato_basket"
     memory_type: str
     name: str  # the task table's task_name
-
-    @property
-    def memory_words(self) -> tuple[str, ...]:
-        """The memory type in words, e.g. ("counting", "occlusion") for C+O."""
-        return tuple(MEMORY_WORDS[part] for part in self.memory_type.split("+"))
 
     @property
     def prompt(self) -> str:

@@ -65,7 +65,6 @@ class ArenaSettings:
 
     checkout: rc.Checkout
     python: str | None  # the bench service's interpreter (None: this one)
-    seed_start: int
 
 
 def _flag(name: str) -> str:
@@ -215,7 +214,7 @@ def select(settings: Mapping[str, Any], environ: Mapping[str, str] = os.environ)
     protocol = {"benchmark": BENCHMARK, "benchmark_options": tuple(options), "mode": "full" if full else "fast",
                 "seed": preset.seed_start, "settle_controls": preset.settle_controls, "replan_interval": replan,
                 "track": run["track"], "camera_transform": CAMERA_TRANSFORM, "overrides": overrides}
-    return Selection(cells, protocol, ArenaSettings(checkout=checkout, python=python, seed_start=preset.seed_start))
+    return Selection(cells, protocol, ArenaSettings(checkout=checkout, python=python))
 
 
 def service_env(context: ArenaSettings | None) -> dict[str, str]:

@@ -12,7 +12,6 @@ Errored and unattempted episodes are left out of all three and counted.
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from typing import Any, Mapping
 
@@ -58,11 +57,12 @@ def _metrics(cells: list[str], records: Mapping[str, dict[str, Any]], group: Gro
         for stage in benchmark["stages"]:
             stages[stage["name"]][0] += stage["completed_control"] is not None
             stages[stage["name"]][1] += 1
+    episodes = group(cells)
     metrics = {
-        "tsr": group(cells)["success_rate_errors_excluded"],
+        "tsr": episodes["success_rate_errors_excluded"],
         "csr": wilson(sum(bool(b["goal_success"]) for b in scored), len(scored)),
         "average_score_pct": sum(b["score_pct"] for b in scored) / len(scored) if scored else None,
-        "episodes": group(cells),
+        "episodes": episodes,
     }
     if per_stage:  # stage names are a task's own
         metrics["stage_completion"] = {name: {"completed": done, "episodes": n, "rate": done / n}
@@ -140,15 +140,17 @@ BLOCK = """
 """
 
 
-@functools.cache
-def _template() -> Any:
-    import jinja2
-
-    return jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True).from_string(BLOCK)
-
 
 def html(block: dict[str, Any]) -> str:
     rows = [(f"task {task} ({m['memory_type']})", m) for task, m in block["by_task"].items()]
     rows += [(f"memory type {name}", m) for name, m in block["by_memory_type"].items()]
     rows.append(("overall", block["overall"]))
-    return str(_template().render(b=block, rows=rows, rate=rate_text, pct=_pct))
+    return str(_page_template().render(b=block, rows=rows, rate=rate_text, pct=_pct))
+
+
+def _page_template() -> Any:
+    # Imported here: the adapter module (loaded on every pytest start) imports this one, and the page
+    # module imports Jinja (about 0.1 s).
+    from pytest_libero.results.page import compiled
+
+    return compiled(BLOCK)

@@ -35,6 +35,7 @@ called with the arguments it declares.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -109,13 +110,9 @@ class _Scorer:
         self.sha256 = {name: sha256_file(_root() / rc.SCRIPTS / name) for name in rc.SCORER_FILES}
 
 
-_SCORER: list[_Scorer] = []
-
-
+@functools.cache
 def _scorer() -> _Scorer:
-    if not _SCORER:
-        _SCORER.append(_Scorer())
-    return _SCORER[0]
+    return _Scorer()
 
 
 def import_simulator() -> None:
@@ -180,6 +177,9 @@ class _Stages:
             self.checks = [(spec.name, spec.check_fn) for spec in scorer.stages._task_specs(task_id)]
             self.state = scorer.stages._build_initial_state(env)
             self.override = scorer.stages._goal_override_check(task_id)
+        # The scorer's overrides take (env, stage_done); b175708's runner passes env only (see above).
+        self.override_takes_stages = self.override is not None and len(
+            inspect.signature(self.override).parameters) >= 2
         self.update_state = scorer.stages._update_state
         self.completed: dict[str, int | None] = {name: None for name, _ in self.checks}
         self.next_index = 0
@@ -205,7 +205,7 @@ class _Stages:
 
     def goal(self, env: Any, monitor: dict[str, Any], check_goal: Callable[..., bool]) -> bool:
         if self.override is not None:
-            if len(inspect.signature(self.override).parameters) >= 2:
+            if self.override_takes_stages:
                 return bool(self.override(env, self.done()))
             return bool(self.override(env))
         return bool(check_goal(env, monitor)) if monitor else False
@@ -266,12 +266,17 @@ class ArenaEpisode:
         self.ended = False
         self.first_success_control: int | None = None
         self.first_raw = self.raw = raw
+        self._last_input: tuple[Any, Any] = (None, None)
         self.private = {"bddl_sha256": sha256_file(Path(bddl_path)), "init_states_file_sha256": None,
                         "selected_state_sha256": sha256_array(reset_state), "env_reused": reused}
         self.timing["setup_s"] = time.perf_counter() - setup_start - self.timing["settle_s"]
 
     def _policy_input(self, raw: Any) -> dict[str, Any]:
-        return self.scorer.policy_input(raw_obs=raw, prompt=self.language, resize_size=self.resize_size)[0]
+        """The runner's adapter observation of `raw`, built once (observation and state both read it)."""
+        if self._last_input[0] is not raw:
+            given = self.scorer.policy_input(raw_obs=raw, prompt=self.language, resize_size=self.resize_size)[0]
+            self._last_input = (raw, given)
+        return self._last_input[1]  # type: ignore[no-any-return]
 
     def observation(self, raw: Any) -> dict[str, np.ndarray]:
         """RoboMemArena's observation/image and observation/wrist_image, mirrored left-right (the
@@ -327,10 +332,11 @@ class ArenaEpisode:
     def finish(self, final_frame: bool = False) -> dict[str, Any]:
         stages = self.stages
         evidence = dict(self.private)
+        frame = None
         if final_frame:  # the last control was not rendered unless its observation was delivered
-            final_frame = self.observation(dict(self.raw, **render_now(self.env.env, self.gate, CAMERA_OBSERVABLES)))
+            frame = self.observation(dict(self.raw, **render_now(self.env.env, self.gate, CAMERA_OBSERVABLES)))
         evidence.update(
-            final_frame=final_frame or None, first_success_control=self.first_success_control,
+            final_frame=frame, first_success_control=self.first_success_control,
             executed_controls=self.executed, settling_controls=self.settling_controls,
             timing=dict(self.timing, rendering_s=self.gate.timing.rendering_s, renders=self.gate.timing.renders),
             final_state_sha256=sha256_array(_sim_state(self.env)),
