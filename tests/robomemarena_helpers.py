@@ -66,12 +66,13 @@ def override(task_id):
 loop._task_specs, loop._build_initial_state, loop._goal_override_check = specs, initial_state, override
 import run_all_tasks1_26
 
-# driver.py TASKS OUT_ROOT ARGS...: the runner once per task (its --task-start..--task-end is a range),
-# each into OUT_ROOT/task<id>, in one process.
+# driver.py TASK[:TRIALS],... OUT_ROOT ARGS...: the runner once per task (its --task-start..--task-end is a
+# range), each into OUT_ROOT/task<id>, in one process; TRIALS overrides ARGS' --num-trials-per-task.
 tasks, out_root, rest = sys.argv[1].split(","), sys.argv[2], sys.argv[3:]
-for task in tasks:
+for entry in tasks:
+    task, _, trials = entry.partition(":")
     sys.argv = ["run_all_tasks1_26.py", *rest, "--task-start", task, "--task-end", task,
-                "--out-root", f"{out_root}/task{task}"]
+                "--out-root", f"{out_root}/task{task}", *(["--num-trials-per-task", trials] if trials else [])]
     run_all_tasks1_26.main()
 '''
 
@@ -111,13 +112,14 @@ def reference_env(checkout: Path, work: Path) -> dict[str, str]:
                 PYOPENGL_PLATFORM="egl", PYTHONDONTWRITEBYTECODE="1")
 
 
-def run_reference(checkout: Path, work: Path, tasks: list[int], out_root: Path,
+def run_reference(checkout: Path, work: Path, tasks: list[int] | dict[int, int], out_root: Path,
                   args: list[str]) -> subprocess.CompletedProcess[str]:
     """The checkout's run_all_tasks1_26.py with `args` for each of `tasks` (into out_root/task<id>), with the
-    override call corrected (see DRIVER)."""
+    override call corrected (see DRIVER). A dict gives each task its own number of trials."""
     driver = work / "corrected_runner.py"
     driver.write_text(DRIVER)
-    command = [sys.executable, str(driver), ",".join(map(str, tasks)), str(out_root), *args]
+    entries = [f"{task}:{trials}" for task, trials in tasks.items()] if isinstance(tasks, dict) else map(str, tasks)
+    command = [sys.executable, str(driver), ",".join(entries), str(out_root), *args]
     return subprocess.run(command, cwd=work, env=reference_env(checkout, work), capture_output=True, text=True,
                           timeout=1800)
 

@@ -11,6 +11,10 @@ and clean-instruction options. Decision budgets are tiny: environment constructi
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,20 +58,33 @@ RUNNABLE = sorted((cell for cell, (category, _) in TRUE.items() if category != "
 LIGHT = "libero_plus-libero_spatial-v02111"
 
 
-def run(pytester: pytest.Pytester, variants: list[str], *more: str) -> pytest.RunResult:
-    classification = write_classification(pytester.path / "task_classification.json")
-    pytester.makepyfile(adversary=ADVERSARY, probe=PROBE)
-    pytester.syspathinsert()
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-rs", "--libero-benchmark", "libero_plus", "--libero-plus-classification",
-        str(classification), "--libero-plus-variants", ",".join(variants), "--libero-policy", "probe.py:Probe",
-        "--libero-budget", "decisions", "--libero-max-policy-calls", "2", "--libero-video", "none",
-        "--html=report.html", *more)
-    return result
+def run(path: Path, variants: list[str], *more: str) -> pytest.RunResult:
+    """One pytest run of `variants` in `path` with the probe policy (a fresh Python process)."""
+    path.mkdir(parents=True, exist_ok=True)
+    classification = write_classification(path / "task_classification.json")
+    (path / "adversary.py").write_text(ADVERSARY)
+    (path / "probe.py").write_text(PROBE)
+    started = time.monotonic()
+    done = subprocess.run([
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "--libero-benchmark", "libero_plus",
+        "--libero-plus-classification", str(classification), "--libero-plus-variants", ",".join(variants),
+        "--libero-policy", "probe.py:Probe", "--libero-budget", "decisions", "--libero-max-policy-calls", "2",
+        "--libero-video", "none", "--html=report.html", *more],
+        cwd=path, env=dict(os.environ, PYTHONPATH=str(path)), capture_output=True, text=True, timeout=1200)
+    return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
+                            time.monotonic() - started)
 
 
-def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(pytester):
-    result = run(pytester, RUNNABLE + [LIGHT])
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pytest.RunResult]:
+    """One run of a variant of each category with default options; the robot-init test reuses its
+    robot-init variant as the upstream side."""
+    path = tmp_path_factory.mktemp("liberoplus-default")
+    return path, run(path, RUNNABLE + [LIGHT])
+
+
+def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(default_run):
+    path, result = default_run
     result.assert_outcomes(failed=6, skipped=1)  # the zero-motion probe never succeeds in 10 controls
     missing = "missing LIBERO-plus asset file scenes/lights/tabletop_light_sync_modified_0.xml in the standard"
     result.stdout.fnmatch_lines([
@@ -80,7 +97,7 @@ def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(pyt
         f"SKIPPED * unattempted: {missing} LIBERO assets; this variant needs the LIBERO-plus asset archive*",
     ])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    (run_dir,) = run_dirs(pytester.path / "reports")
+    (run_dir,) = run_dirs(path / "reports")
     found = records(run_dir)  # schema-valid
     assert set(found) == set(RUNNABLE) | {LIGHT}
     for cell in RUNNABLE:
@@ -96,7 +113,7 @@ def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(pyt
     assert light["outcome"]["outcome"] == "not_run" and light["counters"] is None
     assert light["cell"]["benchmark"]["assets"]["missing"][0] == "scenes/lights/tabletop_light_sync_modified_0.xml"
 
-    probe = json.loads((pytester.path / "probe.json").read_text())
+    probe = json.loads((path / "probe.json").read_text())
     assert probe["findings"] == {kind: [] for kind in probe["findings"]}, probe["findings"]
     by_cell = dict(zip(RUNNABLE, probe["languages"], strict=True))  # items run in native order
     assert by_cell["libero_plus-libero_spatial-v00259"].endswith("on the plate view 0 0 100 0 0 initstate 1")
@@ -117,19 +134,20 @@ def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(pyt
         (lp.parse_variant_id(c)[0], *TRUE[c]) for c in TRUE}  # type: ignore[index]
     assert all(r["success_rate_errors_excluded"]["ci95"] == [0.0, pytest.approx(0.7935, abs=1e-4)]
                for r in plus["table"] if r["failed"] == 1)
-    page = (pytester.path / "report.html").read_text()
+    page = (path / "report.html").read_text()
     assert "LIBERO-plus: suite x category x difficulty" in page and "1 skipped for missing assets" in page
 
 
-def test_robot_init_apply_keeps_the_perturbed_pose_and_clean_instructions_drop_the_suffix(pytester):
+def test_robot_init_apply_keeps_the_perturbed_pose_and_clean_instructions_drop_the_suffix(default_run, tmp_path):
     robot = "libero_plus-libero_spatial-v00259"  # ..._view_0_0_100_0_0_initstate_1
-    upstream = run(pytester, [robot])
-    upstream.assert_outcomes(failed=1)
-    applied = run(pytester, [robot], "--libero-plus-robot-init", "apply", "--libero-plus-clean-instructions")
+    assert robot in RUNNABLE
+    (upstream_dir,) = run_dirs(default_run[0] / "reports")
+    first = records(upstream_dir)[robot]  # the default run's: robot init upstream, the file name's instruction
+    applied = run(tmp_path, [robot], "--libero-plus-robot-init", "apply", "--libero-plus-clean-instructions")
     applied.assert_outcomes(failed=1)
-    first, second = (records(d)[robot] for d in run_dirs(pytester.path / "reports"))
-    if first["cell"]["benchmark"]["robot_init"] == "apply":
-        first, second = second, first
+    (applied_dir,) = run_dirs(tmp_path / "reports")
+    second = records(applied_dir)[robot]
+    assert first["cell"]["benchmark"]["robot_init"] == "upstream"
     assert second["cell"]["benchmark"]["robot_init"] == "apply"
     base = first["cell"]["benchmark"]["arm_qpos_after_init"]
     perturbed = second["cell"]["benchmark"]["arm_qpos_after_init"]
@@ -138,7 +156,7 @@ def test_robot_init_apply_keeps_the_perturbed_pose_and_clean_instructions_drop_t
     assert first["identities"]["protocol"]["identity"] != second["identities"]["protocol"]["identity"]
     assert second["identities"]["protocol"]["settings"]["benchmark_options"] == {
         "clean_instructions": True, "robot_init": "apply", "trials_per_variant": 1}
-    probe = json.loads((pytester.path / "probe.json").read_text())
+    probe = json.loads((tmp_path / "probe.json").read_text())
     clean = probe["languages"][-1]
     # The environment's language_instruction: the base BDDL's (:language ...), no suffix.
     assert clean == "pick the akita black bowl between the plate and the ramekin and place it on the plate", clean
