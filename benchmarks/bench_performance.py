@@ -190,11 +190,25 @@ class Plugin:
         files = EpisodeFiles(RunDir(self.out / self.mode.name), self.run, cell, policy, worker="bench",
                              started=time.time(), compute=record_fields(None))
         settings = EpisodeSettings(video_rate=self.video_rate, reuse_env=self.reuse)
-        result = run_episode(self.service, policy, cell, self.protocol, settings, on_frame=files.frame)
+        frames_s = 0.0
+
+        def frame(images: Any, first_success: bool) -> None:
+            nonlocal frames_s
+            begun = time.perf_counter()
+            files.frame(images, first_success)
+            frames_s += time.perf_counter() - begun
+
+        result = run_episode(self.service, policy, cell, self.protocol, settings, on_frame=frame)
+        ran = time.perf_counter()
         files.write(result)
-        self.mode.walls.append(time.perf_counter() - start)
+        end = time.perf_counter()
+        self.mode.walls.append(end - start)
         self.mode.wall_s += self.mode.walls[-1]
-        self.mode.phases.append(result.timing)
+        # The worker's side of the episode: frames handed to the encoder, the evidence written (video
+        # commit + record), and what is left of the engine's time besides the service's phases.
+        service_s = sum(result.timing[k] for k in SERVICE_PHASES)
+        self.mode.phases.append(dict(result.timing, frames_s=frames_s, evidence_s=end - ran,
+                                     engine_s=ran - start - frames_s - service_s - result.timing["policy_s"]))
         self.mode.setups.append(result.timing["setup_s"])
         self.mode.results.append((result.executed_controls, result.first_success_control, policy.seen,
                                   result.private["final_state_sha256"]))
@@ -245,6 +259,36 @@ def collection_seconds() -> tuple[float, str]:
     seconds = time.perf_counter() - start
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     return seconds, lines[-1] if lines else done.stderr.strip()[-200:]
+
+
+SERVICE_PHASES = ("setup_s", "settle_s", "simulation_s", "rendering_s")
+BREAKDOWN = [("setup_s", "environment setup (service)"), ("settle_s", "settling (service)"),
+             ("simulation_s", "physics (service)"), ("rendering_s", "camera renders (service)"),
+             ("policy_s", "policy calls (worker)"),
+             ("engine_s", "engine, IPC, checks, hashes (worker)"),
+             ("frames_s", "video frames to the encoder (worker)"),
+             ("evidence_s", "video commit + record write (worker)")]
+
+
+def overhead_breakdown(plugin: Mode, same: Mode) -> list[str]:
+    """Where the plugin's time over the same-renders loop goes, phase by phase (mean per episode).
+
+    The same-renders loop has the service phases and its own bookkeeping (digests of delivered
+    images, the final state), which is set against the plugin's engine row."""
+    def mean(mode: Mode, key: str) -> float:
+        return statistics.mean(p.get(key, 0.0) for p in mode.phases)
+
+    floor = statistics.mean(same.walls)
+    same_other = floor - sum(mean(same, k) for k in SERVICE_PHASES)
+    lines = [f"\n  where the plugin's overhead goes (mean s per episode; plugin minus same-renders, % of its "
+             f"{floor:.2f} s):"]
+    for key, label in BREAKDOWN:
+        theirs = mean(same, key) if key in SERVICE_PHASES else (same_other if key == "engine_s" else 0.0)
+        delta = mean(plugin, key) - theirs
+        lines.append(f"    {label:<40}{mean(plugin, key):7.3f} s {delta:+7.3f} s {100 * delta / floor:+6.1f}%")
+    wall = statistics.mean(plugin.walls)
+    lines.append(f"    {'total':<40}{wall:7.3f} s {wall - floor:+7.3f} s {100 * (wall - floor) / floor:+6.1f}%")
+    return lines
 
 
 def verdict(met: bool) -> str:
@@ -326,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             line += (f", kept environment {statistics.mean(kept_setups) / native_setup:.2f}x "
                      f"({statistics.mean(kept_setups):.2f} s), first of a task {statistics.mean(first_setup):.2f} s")
         print(line)
+    print("\n".join(overhead_breakdown(plugin, same)))
     throughput = native.wall_s / plugin.wall_s
     setup_ratio = statistics.mean(plugin.setups) / native_setup
     overhead = 100 * (plugin.wall_s / same.wall_s - 1)

@@ -23,6 +23,7 @@ import numpy as np
 
 from pytest_libero.benchmarks.camera_gate import Gate, gate_cameras, render_now
 from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.benchmarks.robosuite_log import drop_macro_file_notice
 from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, TRACKS, images_from_native
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.benchmarks.libero.inventory import InstalledLibero
@@ -54,6 +55,7 @@ def state_from_native(raw: Mapping[str, Any], track: str) -> np.ndarray | None:
 
 def prepare_process_environment(work_dir: str) -> None:
     """Set the rendering and LIBERO configuration before anything imports them."""
+    drop_macro_file_notice()
     os.environ.setdefault("MUJOCO_GL", "egl")
     if os.environ["MUJOCO_GL"] in ("egl", "osmesa"):
         os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])

@@ -50,6 +50,7 @@ import numpy as np
 from pytest_libero.benchmarks.camera_gate import Gate, Renders, gate_cameras, render_now
 from pytest_libero.benchmarks.robomemarena import checkout as rc
 from pytest_libero.benchmarks.robomemarena.options import SERVICE_CHECKOUT_ENV
+from pytest_libero.benchmarks.robosuite_log import drop_macro_file_notice
 from pytest_libero.core.contract import CAMERAS, TRACKS
 from pytest_libero.core.hashing import sha256_array, sha256_file
 from pytest_libero.errors import EnvironmentFault
@@ -68,6 +69,7 @@ def prepare_process_environment(work_dir: str) -> None:
 
     # Nothing is written into the checkout: no bytecode caches beside its modules.
     sys.dont_write_bytecode = True
+    drop_macro_file_notice()
     os.environ.setdefault("MUJOCO_GL", "egl")
     if os.environ["MUJOCO_GL"] in ("egl", "osmesa"):
         os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
