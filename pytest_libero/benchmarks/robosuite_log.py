@@ -2,8 +2,9 @@
 
 robosuite warns on every import that it found no private macro file (`macros_private.py`),
 recommends one and names the script that writes it. A bench service's stderr reaches the pytest
-item that started it, so the notice showed up under the first failure's captured stderr, where it reads like the failure's cause.
-The protocol uses robosuite's default macros on purpose; every other robosuite message still shows.
+item that started it, so the notice showed up under the first failure's captured stderr, where
+it read like the failure's cause. The protocol uses robosuite's default macros on purpose;
+every other robosuite message still shows.
 """
 
 from __future__ import annotations
