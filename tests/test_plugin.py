@@ -73,10 +73,26 @@ def test_plan_collects_130_readable_ids(pytester):
     (["--libero-scope", "task_coverage", "--libero-suite", "libero_goal", "--libero-task-ids", "7,2"],
      ["libero_goal-t02-s00", "libero_goal-t07-s00"]),
     (["--libero-scope", "plan", "-m", "libero_10"], [f"libero_10-t{i:02d}-s00" for i in range(10)]),
+    # No --libero-* option: a -m expression that selects cells is a LIBERO run (the bundled cases).
+    (["-m", "libero"], ["libero_10-t00-s00", "libero_10-t01-s00"]),
+    (["-m", "libero_10 and not slow"], ["libero_10-t00-s00", "libero_10-t01-s00"]),
+    (["--libero-video", "failures"], ["libero_10-t00-s00", "libero_10-t01-s00"]),
 ])
 def test_collection_selects_cells(pytester, args, ids):
     result = pytester.runpytest("--collect-only", "-q", *args)
     assert [line.split("[")[1].rstrip("]") for line in result.outlines if "[" in line] == ids
+
+
+def test_the_libero_ini_setting_is_a_libero_run_and_a_negated_marker_is_not(pytester):
+    pytester.makepyfile(test_other="def test_plain():\n    pass\n")
+    negated = pytester.runpytest("--collect-only", "-q", "-m", "not libero")
+    assert negated.ret == pytest.ExitCode.OK  # this folder's own test, nothing bundled
+    assert "1 test collected" in negated.stdout.str() and "[" not in negated.stdout.str()
+    (pytester.path / "test_other.py").unlink()
+    pytester.makeini("[pytest]\nlibero = true\n")
+    result = pytester.runpytest("--collect-only", "-q")
+    assert [line.split("[")[1].rstrip("]") for line in result.outlines if "[" in line] == [
+        "libero_10-t00-s00", "libero_10-t01-s00"]
 
 
 def test_k_matches_task_names(pytester):

@@ -59,12 +59,13 @@ def pytest_libero_make_policy(config: pytest.Config, spec: Any) -> Any:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """`pytest --libero-resume RUN` alone: the run's recorded --libero-* options join the command line."""
-    recorded = with_recorded_options(parser, args)
+    recorded = with_recorded_options(args)
     args.extend(recorded)
     early_config.stash[RECORDED_KEY] = recorded
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "libero: every LIBERO cell (-m libero alone runs the bundled cases)")
     for suite in all_suites():
         config.addinivalue_line("markers", f"{suite}: cells of suite {suite}")
     from pytest_libero import benchmarks
@@ -123,7 +124,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     markers = getattr(run.adapter, "markers", lambda cell: ())  # optional: a benchmark's own markers
     metafunc.parametrize(
         "libero_cell",
-        [pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, name) for name in (cell.suite, *markers(cell))])
+        [pytest.param(cell, id=cell.id,
+                      marks=[getattr(pytest.mark, name) for name in ("libero", cell.suite, *markers(cell))])
          for cell in run.cells],
     )
 

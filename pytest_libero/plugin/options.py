@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_libero import benchmarks
-from pytest_libero.core.benchmark import BenchmarkAdapter, Selection
+from pytest_libero.core.benchmark import BenchmarkAdapter, OptionSpec, Selection
 from pytest_libero.core.cells import FAST_SEED, Cell
 from pytest_libero.core.contract import TRACKS
 from pytest_libero.core.fullmode import MODES
@@ -37,10 +38,27 @@ SCOPES = ("development", "task_coverage", "plan")
 # Every option of the "libero" group is a run option: one given a value other than its default
 # means "this is a LIBERO run" (the bundled evaluation cases are collected when no path is named).
 GROUP = "libero"
+# Each option of the group as it was declared (destination -> OptionSpec), for telling given options
+# from defaults: pytest offers no public way to list a group's options.
+DECLARED: dict[str, OptionSpec] = {}
+
+
+class _DeclaringGroup:
+    """The "libero" option group, noting each option in DECLARED as it is added."""
+
+    def __init__(self, group: pytest.OptionGroup) -> None:
+        self._group = group
+
+    def addoption(self, *flags: str, **attrs: Any) -> None:
+        spec = OptionSpec(flags, attrs)
+        DECLARED[spec.dest] = spec
+        self._group.addoption(*flags, **attrs)
 
 
 def addoptions(parser: pytest.Parser) -> None:
-    group = parser.getgroup(GROUP, "LIBERO evaluation")
+    parser.addini(GROUP, type="bool", default=False,
+                  help="A LIBERO run: run the bundled cases when no path is named, as any --libero-* option does")
+    group = _DeclaringGroup(parser.getgroup(GROUP, "LIBERO evaluation"))
     group.addoption("--libero-scope", dest="libero_scope", choices=SCOPES, default=None,
                     help="Cells to run: development (LIBERO-10 tasks 0 and 1; --libero-task-ids may pick "
                          "any of 0-4), task_coverage (--libero-suite, optional --libero-task-ids) or plan "
@@ -116,7 +134,7 @@ def all_suites() -> tuple[str, ...]:
     return tuple(suites)
 
 
-def add_benchmark_options(group: pytest.OptionGroup) -> None:
+def add_benchmark_options(group: _DeclaringGroup) -> None:
     """--libero-benchmark, and every registered adapter's own options."""
     names = benchmarks.names()
     group.addoption("--libero-benchmark", dest="libero_benchmark", choices=names, default=None,
@@ -138,7 +156,7 @@ def default_episode_timeout_s(control_cap: int) -> float:
     return EPISODE_SETUP_ALLOWANCE_S + EPISODE_PER_CONTROL_S * control_cap
 
 
-def add_scale_out_options(group: pytest.OptionGroup) -> None:
+def add_scale_out_options(group: _DeclaringGroup) -> None:
     """GPU pinning, the whole-episode deadline, resume and shards (docs/scale-out.md)."""
     group.addoption("--libero-gpus", dest="libero_gpus", default=None, metavar="IDS",
                     help="GPUs for the xdist workers, round-robin, e.g. 0,1,2,3 (CUDA indices in nvidia-smi "
@@ -160,7 +178,7 @@ def add_scale_out_options(group: pytest.OptionGroup) -> None:
                     help="Number of shards of a Kubernetes Indexed Job (default: LIBERO_SHARD_COUNT)")
 
 
-def add_full_mode_options(group: pytest.OptionGroup) -> None:
+def add_full_mode_options(group: _DeclaringGroup) -> None:
     """--libero-mode full and its schedule options (docs/schedules-and-compare.md)."""
     group.addoption("--libero-mode", dest="libero_mode", choices=MODES, default=None,
                     help=f"fast (default): each selected task once, init state 0, seed {FAST_SEED}. full: every "
@@ -324,15 +342,10 @@ def hook_names(config: pytest.Config) -> list[str]:
 
 def given_options(config: pytest.Config) -> list[str]:
     """The --libero-* options given a value other than their default (command line, addopts or ini)."""
-    given = []
-    for option in config._parser.getgroup(GROUP).options:  # noqa: SLF001 - pytest keeps its parser there
-        dest = option.dest
-        if dest and config.getoption(dest, None) != option.attrs().get("default"):
-            given.append(option.names()[0])
-    return given
+    return [spec.flags[0] for dest, spec in DECLARED.items() if config.getoption(dest, None) != spec.default]
 
 
-def with_recorded_options(parser: pytest.Parser, args: list[str]) -> list[str]:
+def with_recorded_options(args: list[str]) -> list[str]:
     """`pytest --libero-resume RUN` given no other --libero-* option continues RUN with the
     --libero-* options its run.json recorded: those options are appended to `args` (returned)."""
     names = [arg.split("=", 1)[0] for arg in args if arg.startswith("--libero-")]
@@ -344,12 +357,36 @@ def with_recorded_options(parser: pytest.Parser, args: list[str]) -> list[str]:
         return []
     from pytest_libero.results.resume import recorded_options
 
-    flags = frozenset(option.names()[0] for option in parser.getgroup(GROUP).options
-                      if option.attrs().get("action") in ("store_true", "store_false"))
+    flags = frozenset(spec.flags[0] for spec in DECLARED.values()
+                      if spec.kwargs.get("action") in ("store_true", "store_false"))
     return recorded_options(Path(run_dir), flags)
 
 
 def is_libero_run(config: pytest.Config) -> bool:
-    """Any --libero-* option given (with a non-default value) means a LIBERO run."""
-    return bool(given_options(config))
+    """A LIBERO run: any --libero-* option given a value other than its default, the `libero` ini
+    setting, or a -m expression that selects LIBERO cells (`-m libero`, `-m libero_goal`)."""
+    return bool(given_options(config)) or bool(config.getini(GROUP)) or marks_select_cells(config)
+
+
+MARK_WORDS = frozenset({"and", "or", "not"})
+
+
+def marks_select_cells(config: pytest.Config) -> bool:
+    """Whether the -m expression names a marker of LIBERO cells and is true for such a cell (the
+    markers of cells true, every other marker false): `-m 'not libero'` does not ask for a run."""
+    expression = getattr(config.option, "markexpr", "") or ""
+    tokens = re.findall(r"\(|\)|[^\s()]+", expression)
+    cell_marks = {GROUP, *all_suites(), *cell_markers()}
+    if not set(tokens) & cell_marks:
+        return False
+    words = [t if t in MARK_WORDS or t in "()" else str(t in cell_marks) for t in tokens]
+    try:  # only True/False/and/or/not/parentheses reach eval: built above from a whitelist
+        return bool(eval(" ".join(words), {"__builtins__": {}}, {}))  # noqa: S307
+    except SyntaxError:
+        return False  # pytest reports a malformed expression itself
+
+
+def cell_markers() -> tuple[str, ...]:
+    """The markers registered benchmarks give their cells besides the suite (RoboMemArena's memory types)."""
+    return tuple(name for adapter in benchmarks.adapters() for name in getattr(adapter, "marker_help", {}))
 
