@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fakes import FakeService
+from evidence_helpers import records, run_dirs
+from fakes import FakeService, fake_conftest
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.core.rollout import EpisodeSettings, run_episode, service_grace_s
@@ -153,3 +154,38 @@ def test_an_isolated_policy_that_hangs_is_killed_at_the_episode_deadline(tmp_pat
     assert "the episode deadline (--libero-episode-timeout) passed inside policy act" in result.message
     assert took < DEADLINE_S + MARGIN_S
     assert policy.deadline is None  # lifted after the episode
+
+
+FAKES = (Path(__file__).parent / "fakes.py").read_text()
+STILL = """
+import numpy as np
+
+class Still:
+    def reset(self, language): pass
+    def act(self, observation): return np.tile([0.0] * 6 + [-1.0], (5, 1))
+    def close(self): pass
+"""
+
+
+def test_through_the_plugin_a_hung_service_errors_the_item_and_a_hung_policy_fails_it(pytester):
+    pytester.makepyfile(fakes=FAKES, policy=STILL, hung=HUNG_POLICY)
+    base = ["-p", "no:cacheprovider", "--libero-scope", "development", "--libero-task-ids", "0",
+            "--libero-budget", "decisions", "--libero-max-policy-calls", "3", "--libero-episode-timeout", "3"]
+    pytester.makeconftest(fake_conftest(hang="submit", hang_from=2))
+    tick = time.monotonic()
+    service_hangs = pytester.runpytest_subprocess(*base, "--libero-policy", "policy.py:Still",
+                                                  "--libero-output", "service")
+    took = time.monotonic() - tick
+    service_hangs.assert_outcomes(errors=1)
+    service_hangs.stdout.fnmatch_lines(["*env_error: episode deadline (--libero-episode-timeout, with its grace) "
+                                        "passed while the bench service worked on 'submit'; it was killed*"])
+    pytester.makeconftest(fake_conftest())
+    policy_hangs = pytester.runpytest_subprocess(*base, "--libero-policy", "hung.py:Hangs", "--libero-output", "policy")
+    policy_hangs.assert_outcomes(failed=1)
+    policy_hangs.stdout.fnmatch_lines(["*policy_error: policy.act raised PolicyDeadline*"])
+    assert took < 60  # pytest's start-up and the 3 s deadline on a busy machine
+    (service_run,), (policy_run,) = run_dirs(pytester.path / "service"), run_dirs(pytester.path / "policy")
+    assert records(service_run)["libero_10-t00-s00"]["outcome"]["outcome"] == "env_error"
+    policy_record = records(policy_run)["libero_10-t00-s00"]
+    assert policy_record["outcome"]["outcome"] == "policy_error"
+    assert policy_record["private"]["bddl_sha256"] == "0" * 64  # the service's evidence was collected
