@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from fakes import fake_conftest
 from pytest_libero.results.files import is_temporary
@@ -44,9 +44,10 @@ def setup_project(path: Path) -> None:
 
 
 def run(path: Path, *args: str, kill_after_records: int | None = None, root: str = "reports",
-        log: str = "episodes.log", bare: bool = False) -> int:
-    """Run pytest in `path`; with kill_after_records, SIGKILL the whole run once that many records exist.
-    `bare`: only `args` (no BASE options, no --libero-output)."""
+        log: str = "episodes.log", bare: bool = False, kill_when: Callable[[Path], bool] | None = None) -> int:
+    """Run pytest in `path`; with kill_after_records, SIGKILL the whole run once that many records exist
+    (with kill_when, once it says so of the output root). `bare`: only `args` (no BASE options, no
+    --libero-output)."""
     env = dict(os.environ, PYTHONPATH=str(path), EPISODE_LOG=str(path / log))
     for name in ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "JOB_COMPLETION_INDEX"):
         env.pop(name, None)
@@ -54,12 +55,14 @@ def run(path: Path, *args: str, kill_after_records: int | None = None, root: str
     process = subprocess.Popen([sys.executable, "-m", "pytest", *options],
                                cwd=path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
-    if kill_after_records is None:
+    if kill_after_records is None and kill_when is None:
         return process.wait(timeout=300)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None:
+        if kill_when is not None and kill_when(path / root):
+            break
         done = [p for p in (path / root).glob("*/*/episodes/*.json") if not is_temporary(p)]
-        if len(done) >= kill_after_records:
+        if kill_after_records is not None and len(done) >= kill_after_records:
             break
         time.sleep(0.01)
     os.killpg(process.pid, signal.SIGKILL)

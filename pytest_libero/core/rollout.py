@@ -78,6 +78,17 @@ class PolicyDeadline(PolicyFault):
     """The episode deadline passed inside an in-process policy call (it was interrupted)."""
 
 
+def service_grace_s(deadline_s: float) -> float:
+    """How far past the episode deadline a bench service request may run: 10% of it, at most 30 s.
+
+    A service reply that comes in the grace is charged to whoever held most of the episode's
+    time (the policy's share used the time up, or the service's did); a service that misses even
+    the grace is killed (env_error). After a deadline charged to the policy, the service's
+    evidence (`finish`) is collected within the grace.
+    """
+    return min(30.0, 0.1 * deadline_s)
+
+
 @contextlib.contextmanager
 def _policy_deadline(deadline: float | None, enabled: bool) -> Any:
     """Interrupt a policy call still running at `deadline` (SIGALRM; main thread of POSIX only).
@@ -111,13 +122,17 @@ class EpisodeSettings:
     """How the engine runs an episode beyond the protocol: what the run's options decide.
 
     `allow_source_mismatch`: the service runs even if the installed LIBERO files differ from the
-    frozen inventory. `deadline_s` bounds the whole episode: every service request gets at most
-    the time left (a service that needs longer is killed: env_error), and with
-    `interrupt_policy` an in-process policy call still running at the deadline is interrupted
-    (policy_error). `video_rate` "delivered": one video frame per delivered observation and a
-    final frame rendered when the episode ends; "control": the first observation and then every
-    executed control's render. `reuse_env` lets the service keep its environment between
-    episodes of one task (bit-identical; see pytest_libero.benchmarks.libero.service.EnvCache).
+    frozen inventory. `deadline_s` bounds the whole episode, charged to whoever held the time:
+    a policy call still running at the deadline is interrupted (with `interrupt_policy`, in
+    process) or killed (a policy with its own deadline, `set_episode_deadline`) and one that
+    returns after it is a policy fault all the same (policy_error); a service request gets the
+    time left plus a grace (service_grace_s): one that misses it is killed (env_error), a reply
+    in the grace that leaves the episode going is charged to the policy when its calls held at
+    least half of the episode's time, else to the service. `video_rate` "delivered": one video
+    frame per delivered observation and a final frame rendered when the episode ends; "control":
+    the first observation and then every executed control's render. `reuse_env` lets the
+    service keep its environment between episodes of one task (bit-identical; see
+    pytest_libero.benchmarks.libero.service.EnvCache).
     """
 
     allow_source_mismatch: bool = False
@@ -138,15 +153,24 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
     frames are passed on at `settings.video_rate`.
     """
     deadline = None if settings.deadline_s is None else time.monotonic() + settings.deadline_s
-    # A service may not support deadlines (test doubles); BenchService does.
+    # A service may not support deadlines (test doubles); BenchService does. Its requests may run
+    # into the grace past the episode deadline (service_grace_s): who held the time is decided here.
     set_deadline = getattr(service, "set_deadline", None)
-    if set_deadline is not None:
-        set_deadline(deadline)
+    if set_deadline is not None and deadline is not None:
+        assert settings.deadline_s is not None
+        set_deadline(deadline + service_grace_s(settings.deadline_s))
+    # A policy with its own deadline (ProcessPolicy, when the engine does not interrupt it) is told
+    # the episode's: a hung isolated call is killed at it.
+    set_policy_deadline = None if settings.interrupt_policy else getattr(policy, "set_episode_deadline", None)
+    if set_policy_deadline is not None:
+        set_policy_deadline(deadline)
     try:
         return _Rollout(service, policy, cell, protocol, settings, on_frame, deadline).run()
     finally:
         if set_deadline is not None:
             set_deadline(None)
+        if set_policy_deadline is not None:
+            set_policy_deadline(None)
 
 
 class _Rollout:
@@ -158,6 +182,10 @@ class _Rollout:
         self.settings, self.on_frame, self.deadline = settings, on_frame, deadline
         self.every_control = on_frame is not None and settings.video_rate == "control"
         self.policy_s = 0.0
+        # Who held the episode's time: the policy's calls (reset and act); the rest is the service's.
+        self.started = time.monotonic()
+        self.policy_held_s = 0.0
+        self.deadline_charged = False  # the deadline passed on the policy's time (policy_error)
         self.result = EpisodeResult(
             cell_id=cell.id, suite=cell.suite, task_index=cell.task_index, init_index=cell.init_index,
             seed=cell.seed, control_cap=protocol.control_cap(cell.suite), cap_source=protocol.cap_source(cell.suite),
@@ -168,14 +196,17 @@ class _Rollout:
     def run(self) -> EpisodeResult:
         result = self.result
         try:
-            images, state = self._start()
-            if not self._reset_policy():
-                images = None
-            while images is not None:
-                decision = self._decide(self._observe(images, state))
-                if decision is None:
-                    break
-                images, state = self._execute(*decision)
+            try:
+                images, state = self._start()
+                if not self._reset_policy():
+                    images = None
+                while images is not None:
+                    decision = self._decide(self._observe(images, state))
+                    if decision is None:
+                        break
+                    images, state = self._execute(*decision)
+            except _PolicyHeldTheTime:
+                pass  # the policy fault is recorded; the service's evidence is still collected
             self._finish()
         except EnvironmentFault as exc:
             result.outcome, result.termination = Outcome.ENV_ERROR, Termination.ENV_ERROR
@@ -201,6 +232,7 @@ class _Rollout:
         })
         result.language = started["language"]
         result.settling_controls = started["settling_controls"]
+        self._charge_late_reply("start")
         return started["observation"], started.get("state")
 
     def _call_policy(self, name: str, call: Callable[[], Any]) -> tuple[bool, Any]:
@@ -208,14 +240,51 @@ class _Rollout:
 
         An `EnvironmentFault` (a policy server's) goes on: it is no fault of the policy.
         """
+        tick = time.monotonic()
         try:
             with _policy_deadline(self.deadline, self.settings.interrupt_policy):
-                return True, call()
+                value = call()
         except EnvironmentFault:
             raise
         except Exception as exc:  # noqa: BLE001 - any other adapter exception is a policy fault
+            self.deadline_charged = isinstance(exc, PolicyDeadline) or self._past_deadline()
             _policy_fault(self.result, f"{name} raised {type(exc).__name__}: {exc}", exc)
             return False, None
+        finally:
+            self.policy_held_s += time.monotonic() - tick
+        if self._past_deadline():
+            # Not interrupted (a non-main thread, C code holding the GIL, or the policy caught the
+            # interruption): it held the turn when the time ran out all the same.
+            assert self.deadline is not None
+            self.deadline_charged = True
+            _policy_fault(self.result, f"{name} returned {time.monotonic() - self.deadline:.1f} s after the episode "
+                          f"deadline (--libero-episode-timeout) passed inside the policy call", None)
+            return False, None
+        return True, value
+
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def _charge_late_reply(self, op: str) -> None:
+        """Called when a service reply leaves the episode going: was it past the deadline?
+
+        Then the episode deadline passed while the service worked (its reply came in the grace):
+        if the policy's calls held at least half of the episode's time, the policy used the time
+        up (policy_error, _PolicyHeldTheTime); otherwise the service did (EnvironmentFault). A
+        reply that ends the episode (success, the cap) keeps its verdict; a service that misses
+        the grace as well raises EnvironmentFault from the request itself.
+        """
+        if self._past_deadline():
+            elapsed = time.monotonic() - self.started
+            shares = (f"the policy held {self.policy_held_s:.1f} s of it, the bench service and the harness "
+                      f"{elapsed - self.policy_held_s:.1f} s")
+            message = (f"the episode deadline (--libero-episode-timeout, {self.settings.deadline_s:g} s) passed "
+                       f"while the bench service worked on {op!r}; {shares}")
+            if self.policy_held_s < elapsed / 2:
+                raise EnvironmentFault(message)
+            self.deadline_charged = True
+            _policy_fault(self.result, f"{message}: the policy's share used the time up", None)
+            raise _PolicyHeldTheTime
 
     def _reset_policy(self) -> bool:
         language = self.result.language
@@ -288,18 +357,38 @@ class _Rollout:
             result.outcome, result.termination = Outcome.FAILURE, Termination.TRUNCATION
             result.message = f"no native success within the cap: {result.counters_line()}"
             return None, None
+        self._charge_late_reply("submit")
         return step["observation"], step.get("state")
 
     def _finish(self) -> None:
         """The service's evidence (and the video's last frame); the engine's count must agree."""
         result = self.result
-        result.private = self.service.finish(final_frame=self.on_frame is not None and not self.every_control)
+        if self._past_deadline():
+            # The episode ended on the deadline: its evidence gets the grace from now.
+            assert self.settings.deadline_s is not None
+            set_deadline = getattr(self.service, "set_deadline", None)
+            if set_deadline is not None:
+                set_deadline(time.monotonic() + service_grace_s(self.settings.deadline_s))
+        try:
+            result.private = self.service.finish(final_frame=self.on_frame is not None and not self.every_control)
+        except EnvironmentFault as exc:
+            if not self.deadline_charged:
+                raise
+            # The verdict (the policy held the time) stands; what the service could not give is said.
+            result.private = {}
+            result.warnings.append(f"the bench service's evidence after the deadline is missing: {exc}")
+            result.timing["policy_s"] = self.policy_s
+            return
         final_frame = result.private.pop("final_frame", None)
         if self.on_frame is not None and final_frame is not None:
             self.on_frame(final_frame, result.outcome == Outcome.SUCCESS)
         if result.private.get("first_success_control") != result.first_success_control:
             raise EnvironmentFault("service and engine disagree on the first-success control")
         result.timing = dict(result.private.pop("timing", {}), policy_s=self.policy_s)
+
+
+class _PolicyHeldTheTime(Exception):
+    """The deadline passed during a service request, on the policy's share of the time (recorded)."""
 
 
 def _policy_fault(result: EpisodeResult, message: str, exc: BaseException | None) -> None:

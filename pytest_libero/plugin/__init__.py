@@ -28,6 +28,7 @@ RUN_DIR_KEY = pytest.StashKey[RunDir]()
 RESULT_KEY = pytest.StashKey[Any]()
 RESUMED_KEY = pytest.StashKey[frozenset[str]]()  # cells whose records a resumed run keeps
 RECORDED_KEY = pytest.StashKey[list[str]]()  # the options `--libero-resume RUN` alone took from run.json
+CLEANED_KEY = pytest.StashKey[str]()  # what a resumed run removed of a killed session's temporaries
 POLICY_KEY = pytest.StashKey[Any]()  # the policy built before the first item, until its fixture takes it
 
 
@@ -113,6 +114,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     options = "".join(f", {name} {value}" for name, value in p.benchmark_options)  # the adapter's protocol options
     recorded = config.stash.get(RECORDED_KEY, [])
     resumed = f"libero: resuming {run.resume} with its recorded options: {' '.join(recorded)}\n" if recorded else ""
+    resumed += config.stash.get(CLEANED_KEY, "")
     return (f"{resumed}libero: {bench}scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
             f"budget {budget}, track {p.track}{mode}{options}, protocol {p.identity}")
 
@@ -150,6 +152,10 @@ def _configure_controller_run(config: pytest.Config, run: LiberoRun) -> None:
                 kept = completed_cells(run_dir, run.protocol.as_dict(), run.protocol.identity, run.policy.as_dict(),
                                        run.resume_keep_errors)
             resumed = frozenset(kept) & {cell.id for cell in run.cells}
+            from pytest_libero.results.attempts import describe_removed, remove_temporaries
+
+            removed = describe_removed(remove_temporaries(run_dir))
+            config.stash[CLEANED_KEY] = f"libero: resume {removed}\n" if removed else ""
     else:
         root = Path(run.output_root) if run.output_root else config.rootpath / "reports"
         run_dir = root.resolve() / profile_slug(run.policy.name) / new_run_id()
@@ -367,6 +373,11 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     libero_policy = request.getfixturevalue("libero_policy")
     libero_service = request.getfixturevalue("libero_service")
     libero_source_check: list[str] = request.getfixturevalue("libero_source_check")
+    if libero_run.resume is not None:
+        from pytest_libero.results.attempts import keep_attempt
+
+        # Run again: the earlier attempt's record and video move to attempts/ (kept, not overwritten).
+        keep_attempt(request.config.stash[RUN_DIR_KEY].path, libero_cell.id)
     files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
                          worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time(),
                          compute=record_fields(request.config))

@@ -109,10 +109,23 @@ def previous_sessions(run_dir: Path) -> list[dict[str, Any]]:
 def recorded_options(run_dir: Path, flags: frozenset[str]) -> list[str]:
     """The --libero-* options of the command line run.json recorded (less --libero-resume and its
     value), for `pytest --libero-resume RUN` given no other LIBERO option. `flags` are the options
-    that take no value. Empty when the folder has no run.json."""
+    that take no value. Empty when the folder has no run.json.
+
+    A session that was itself `pytest --libero-resume RUN` alone recorded no option: the latest
+    earlier session's command line (`previous_sessions`) that has some is the one it ran with.
+    """
     from pytest_libero.results.summary import load_manifest
 
-    argv = list((load_manifest(run_dir) or {}).get("command_line") or [])[1:]
+    manifest = load_manifest(run_dir) or {}
+    sessions = [manifest, *reversed(list(manifest.get("previous_sessions") or []))]
+    for session in sessions:
+        kept = _libero_options(list(session.get("command_line") or [])[1:], flags)
+        if kept:
+            return kept
+    return []
+
+
+def _libero_options(argv: list[str], flags: frozenset[str]) -> list[str]:
     kept: list[str] = []
     i = 0
     while i < len(argv):

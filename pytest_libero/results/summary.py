@@ -116,7 +116,15 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
 
     extend(summary, cells, group, adapter.suites())
     summary.update(adapter.summary_blocks(cells, records, group, summary))
+    add_earlier_attempts(summary, run_dir)
     return summary
+
+
+def add_earlier_attempts(summary: dict[str, Any], run_dir: Path) -> None:
+    """summary.json's "earlier_attempts": the attempts a resume kept under attempts/ (never counted)."""
+    from pytest_libero.results.attempts import earlier_attempts
+
+    summary["earlier_attempts"] = earlier_attempts(run_dir)
 
 
 def episode_row(cell: str, record: dict[str, Any] | None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -30,7 +31,13 @@ class ProcessPolicy:
         self.spec, self.timeout_s, self.build_timeout_s = spec, timeout_s, build_timeout_s
         self._channel: Channel | None = None
         self.profile: dict[str, Any] = {}
+        # time.monotonic() by which the current episode must end (set by the engine); None: no limit.
+        self.deadline: float | None = None
         self._start()
+
+    def set_episode_deadline(self, deadline: float | None) -> None:
+        """Bound every call until `deadline` (time.monotonic()) by the time left; None lifts it."""
+        self.deadline = deadline
 
     def _start(self) -> None:
         # Requests the build directly (not through `_call`): a child that dies at once is a load
@@ -49,18 +56,27 @@ class ProcessPolicy:
             channel.stop()
 
     def _call(self, op: str, payload: Any, timeout_s: float) -> Any:
+        by_deadline = self.deadline is not None and self.deadline - time.monotonic() < timeout_s
+        if by_deadline:
+            assert self.deadline is not None
+            timeout_s = self.deadline - time.monotonic()
+            if timeout_s <= 0:
+                raise PolicyProcessError(f"the episode deadline (--libero-episode-timeout) passed before policy {op}")
         if self._channel is None or not self._channel.alive:
             self._discard()
             self._start()
-        return self._request(op, payload, timeout_s)
+        return self._request(op, payload, timeout_s, by_deadline)
 
-    def _request(self, op: str, payload: Any, timeout_s: float) -> Any:
+    def _request(self, op: str, payload: Any, timeout_s: float, by_deadline: bool = False) -> Any:
         """One request to the current child; a child that hangs or dies is discarded."""
         assert self._channel is not None
         try:
             return self._channel.request(op, payload, timeout_s)
         except NoReply:
             self._discard()
+            if by_deadline:
+                raise PolicyProcessError(f"the episode deadline (--libero-episode-timeout) passed inside policy "
+                                         f"{op}; its process was killed") from None
             raise PolicyProcessError(f"policy {op} gave no answer within {timeout_s:g} s; "
                                      "its process was killed") from None
         except PeerDied as exc:

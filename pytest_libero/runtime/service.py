@@ -2,7 +2,9 @@
 
 Any failure of the service (an exception in it, its death, a reply that does not come within
 the deadline) raises EnvironmentFault and discards the process; the next episode gets a fresh
-one. The policy never holds this object's process or pipe.
+one. The policy never holds this object's process or pipe. The deadline the engine sets is the
+episode's plus a grace (pytest_libero.core.rollout.service_grace_s): a service that misses it
+missed its own deadline; a reply in the grace is charged by the engine to whoever held the time.
 """
 
 from __future__ import annotations
@@ -79,15 +81,16 @@ class BenchService:
             assert self.deadline is not None
             timeout = self.deadline - time.monotonic()
             if timeout <= 0:
-                raise EnvironmentFault(f"episode deadline (--libero-episode-timeout) passed before {op!r}")
+                raise EnvironmentFault(f"episode deadline (--libero-episode-timeout, with its grace) passed "
+                                       f"before {op!r}")
         channel = self._ensure_started()
         try:
             return channel.request(op, payload, timeout)
         except NoReply:
             self._discard()
             if by_deadline:
-                raise EnvironmentFault(f"episode deadline (--libero-episode-timeout) passed while the bench "
-                                       f"service worked on {op!r}; it was killed") from None
+                raise EnvironmentFault(f"episode deadline (--libero-episode-timeout, with its grace) passed while "
+                                       f"the bench service worked on {op!r}; it was killed") from None
             raise EnvironmentFault(f"bench service gave no reply to {op!r} within {timeout:g} s; "
                                    "it was killed") from None
         except PeerDied as exc:
