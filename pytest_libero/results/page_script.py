@@ -127,7 +127,10 @@ SCRIPT = r"""
     if (plus) tr.appendChild(el("td", variant(e)));
     tr.appendChild(el("td", e.counters));
     tr.appendChild(el("td", e.message));
-    tr.addEventListener("click", function () { location.hash = "episode=" + encodeURIComponent(e.cell); });
+    tr.addEventListener("click", function () {
+      const hash = "#episode=" + encodeURIComponent(e.cell);
+      if (location.hash === hash) open(e.cell); else location.hash = hash;
+    });
     return tr;
   }
   function render() {
