@@ -157,3 +157,26 @@ def test_the_10030_episode_report_builds_quickly(plus_run):
     print(f"10,030 episodes: summary, chart and page in {seconds:.1f} s (record validation excluded); "
           f"the page alone {render_s:.2f} s")
     assert render_s < 2
+
+
+def test_a_full_mode_grid_has_a_cell_per_episode_coloured_by_outcome_that_opens_it(driver, tmp_path):
+    from run_folders import full_protocol, write_run
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
+    from pytest_libero.core.outcomes import status
+    from pytest_libero.results.summary import rebuild
+
+    kinds = ("success", "failure", "env_error", "policy_error", "not_run")
+    outcomes = {f"libero_goal-t{t:02d}-s{i:02d}-seed{seed}": kinds[(t + i + seed) % 5]
+                for t in range(3) for i in range(7) for seed in (7, 8)}
+    run_dir = write_run(tmp_path / "run", full_protocol(seeds=(7, 8)), outcomes)
+    rebuild(run_dir, LIBERO)
+    driver.get((run_dir / "report.html").as_uri())
+    cells = driver.execute_script(
+        "return [...document.querySelectorAll('#grid a')].map(a => [a.getAttribute('href'), a.className])")
+    assert sorted(cells) == sorted([f"#episode={c}", status(o)] for c, o in outcomes.items())
+    target = "libero_goal-t02-s05-seed8"
+    driver.find_element("css selector", f'#grid a[href="#episode={target}"]').click()
+    detail = driver.find_element("id", "episode-detail")
+    assert detail.is_displayed() and detail.get_attribute("data-cell") == target
+    assert outcomes[target] in detail.text
+    assert console_errors(driver) == []
