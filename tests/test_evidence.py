@@ -84,7 +84,7 @@ def test_two_cells_leave_records_videos_summary_and_html(pytester, project):
     assert f'href="../reports/policy.py-Hold/{run_dir.name}/report.html"' in html  # the review page, linked
     assert "<h2 id=\"per-task\">Per task</h2>" in html and "libero_10-t01" in html
     standalone = (run_dir / "report.html").read_text()
-    assert '"video":"videos/libero_10-t01-s00.mp4"' in standalone and "selected 2 = passed 0" in standalone
+    assert '"videos/libero_10-t01-s00.mp4"' in standalone and "selected 2 = passed 0" in standalone
     assert standalone.count("<video") == 0  # a video element is made only when an episode is opened
     assert summary["tasks"]["libero_10-t00"]["failed"] == 1 and summary["tasks"]["libero_10-t01"]["selected"] == 1
     assert summary["episodes"][0]["task"] == "libero_10-t00" and summary["episodes"][0]["suite"] == "libero_10"

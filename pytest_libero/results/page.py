@@ -163,16 +163,25 @@ def summary_block(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkA
     return block + adapter.html_block(summary)
 
 
+PAGE_FIELDS = ("cell", "suite", "task", "status", "outcome", "termination", "message", "language", "counters",
+               "video", "recorded", "init_index", "run_seed", "category", "difficulty")
+
+
 def page_data(summary: dict[str, Any]) -> str:
-    """The episodes as JSON for the page's script, safe inside a <script> element."""
-    episodes = [{"cell": e["cell"], "suite": e.get("suite"), "task": e.get("task"), "status": e["status"],
-                 "outcome": e["outcome"], "termination": e.get("termination"), "message": e.get("message"),
-                 "language": e.get("language"), "counters": counters_text(e) if e.get("counters") else None,
-                 "video": e.get("video"), "recorded": e.get("recorded", True),
-                 "init_index": e.get("init_index"), "run_seed": e.get("run_seed"),
-                 "category": e.get("category"), "difficulty": e.get("difficulty")}
-                for e in summary["episodes"]]
-    text = json.dumps({"episodes": episodes}, separators=(",", ":"))
+    """The episodes as JSON for the page's script, safe inside a <script> element.
+
+    Dictionary-encoded, to keep thousands of episodes small: `fields`, each field's distinct `values`,
+    and one `rows` entry per episode holding an index into each field's values (the script decodes it).
+    """
+    values: list[dict[Any, int]] = [{} for _ in PAGE_FIELDS]
+    rows = []
+    for e in summary["episodes"]:
+        episode = dict(e, counters=counters_text(e) if e.get("counters") else None,
+                       recorded=e.get("recorded", True))
+        rows.append([table.setdefault(episode.get(name), len(table))
+                     for name, table in zip(PAGE_FIELDS, values, strict=True)])
+    text = json.dumps({"fields": PAGE_FIELDS, "values": [list(table) for table in values], "rows": rows},
+                      separators=(",", ":"))
     # "<" never reaches the HTML parser inside the script element ("</script>" in a message ends nothing).
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 

@@ -1,9 +1,10 @@
 """The review page's style and script (results/page.py puts both inline, so report.html is one static
 file that opens from disk, with no server and nothing fetched from the network).
 
-The script reads the episodes from the page's JSON block and renders only one page of rows at a
-time (PAGE_SIZE), errored first, then failed, unattempted and passed; a video element is created
-only when a reviewer opens an episode (a row, a grid cell or `#episode=<cell>` in the address).
+The script reads the episodes from the page's JSON block (dictionary-encoded: page.page_data) and
+renders only one page of rows at a time (PAGE_SIZE), errored first, then failed, unattempted and
+passed; a video element is created only when a reviewer opens an episode (a row, a grid cell or
+`#episode=<cell>` in the address).
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ SCRIPT = r"""
   "use strict";
   const PAGE = PAGE_SIZE;
   const data = JSON.parse(document.getElementById("libero-data").textContent);
-  const episodes = data.episodes;
+  const episodes = data.rows.map(function (row) {
+    const e = {};
+    for (let k = 0; k < data.fields.length; k++) e[data.fields[k]] = data.values[k][row[k]];
+    return e;
+  });
   const RANK = {errored: 0, failed: 1, unattempted: 2, passed: 3};
   episodes.forEach(function (e, i) { e.index = i; });
   const ordered = episodes.slice().sort(function (a, b) {
