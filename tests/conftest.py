@@ -23,6 +23,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "real_libero: runs real LIBERO rollouts (CPU rendering; slower)")
     config.addinivalue_line("markers", "slurm: starts a real one-node Slurm cluster (needs root and the slurm-wlm and "
                                        "munge packages; deselect with -m 'not slurm')")
+    config.addinivalue_line("markers", "browser: opens the review page in headless Chromium (Debian's chromium and "
+                                       "chromium-driver packages, selenium); deselect with -m 'not browser'")
 
 
 # The zero policy over the development scope's default cells (libero_10 tasks 0 and 1): 3 policy

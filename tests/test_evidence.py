@@ -81,8 +81,15 @@ def test_two_cells_leave_records_videos_summary_and_html(pytester, project):
     for cell in found:
         assert f"../reports/policy.py-Hold/{run_dir.name}/videos/{cell}.mp4" in html
     assert "LIBERO results" in html and "data:image/png;base64," in html
+    assert f'href="../reports/policy.py-Hold/{run_dir.name}/report.html"' in html  # the review page, linked
+    assert "<h2 id=\"per-task\">Per task</h2>" in html and "libero_10-t01" in html
     standalone = (run_dir / "report.html").read_text()
-    assert 'src="videos/libero_10-t01-s00.mp4"' in standalone and "selected 2 = passed 0" in standalone
+    assert '"videos/libero_10-t01-s00.mp4"' in standalone and "selected 2 = passed 0" in standalone
+    assert standalone.count("<video") == 0  # a video element is made only when an episode is opened
+    assert summary["tasks"]["libero_10-t00"]["failed"] == 1 and summary["tasks"]["libero_10-t01"]["selected"] == 1
+    assert summary["episodes"][0]["task"] == "libero_10-t00" and summary["episodes"][0]["suite"] == "libero_10"
+    assert "LIBERO task libero_10-t00: 0.0% [0.0, 79.3] (n=1)" in result.stdout.str()
+    assert "LIBERO suite libero_10: 0.0% [0.0, 65.8] (n=2)" in result.stdout.str()
 
 
 def test_success_marks_the_first_success_frame_and_keeps_only_failure_videos_on_request(pytester, project):

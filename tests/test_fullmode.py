@@ -137,7 +137,10 @@ def test_full_mode_runs_init_states_in_order_with_the_schedule_seeds_and_settlin
     assert summary["schedule"]["name"] == "lerobot" and summary["schedule"]["all_init_states_at_schedule_caps"] is False
     assert sorted(summary["seeds"]["per_seed"]) == ["1000", "2000"]
     result.stdout.fnmatch_lines(["LIBERO schedule: full mode, schedule lerobot*seeds 1000,2000; partial: init "
-                                 "states 0,1,2 only*", "LIBERO seeds: seed 1000 0.0%; seed 2000 0.0%; mean 0.0%*"])
+                                 "states 0,1,2 only*", "LIBERO seeds: seed 1000 0.0%; seed 2000 0.0%; mean 0.0%*",
+                                 "LIBERO task libero_10-t03: 0.0% [[]0.0, 39.0] (n=6); "
+                                 "seed 1000 0.0% (n=3), seed 2000 0.0% (n=3)"])
+    assert summary["seeds"]["per_seed"]["2000"]["tasks"]["libero_10-t03"]["failed"] == 3
 
 
 def test_resume_refuses_a_run_of_another_schedule_naming_the_difference(pytester):

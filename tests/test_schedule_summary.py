@@ -33,6 +33,32 @@ def test_seeds_are_reported_each_and_as_mean_with_spread(tmp_path):
         in lines(summary)
 
 
+def test_per_task_rates_have_wilson_intervals_and_per_seed_rows_in_full_mode(tmp_path):
+    from pytest_libero.results.summary import rate_lines
+
+    outcomes = {}
+    for seed in (7, 8):
+        for index in range(4):  # task 0 wins 3 of 4 at seed 7 and 1 of 4 at seed 8; task 1 always fails
+            wins = 3 if seed == 7 else 1
+            outcomes[f"libero_10-t00-s{index:02d}-seed{seed}"] = "success" if index < wins else "failure"
+            outcomes[f"libero_10-t01-s{index:02d}-seed{seed}"] = "env_error" if index == 0 else "failure"
+    run_dir = write_run(tmp_path / "run", full_protocol(seeds=(7, 8)), outcomes)
+    summary = rebuild(run_dir, LIBERO)
+    task0, task1 = summary["tasks"]["libero_10-t00"], summary["tasks"]["libero_10-t01"]
+    assert (task0["selected"], task0["passed"], task0["failed"], task0["suite"]) == (8, 4, 4, "libero_10")
+    assert task0["success_rate_errors_excluded"]["ci95"] == pytest.approx([0.2152, 0.7848], abs=1e-4)
+    assert (task1["errored"], task1["success_rate_errors_excluded"]["trials"]) == (2, 6)
+    per_seed = summary["seeds"]["per_seed"]
+    assert per_seed["7"]["tasks"]["libero_10-t00"]["success_rate_errors_excluded"]["rate"] == 0.75
+    assert per_seed["8"]["tasks"]["libero_10-t00"]["success_rate_errors_excluded"]["rate"] == 0.25
+    assert summary["suites"]["libero_10"]["selected"] == 16  # the per-suite rows are still there
+    text = rate_lines(summary)
+    assert "LIBERO suite libero_10: 28.6% [11.7, 54.6] (n=14)" in text
+    assert "LIBERO task libero_10-t00: 50.0% [21.5, 78.5] (n=8); seed 7 75.0% (n=4), seed 8 25.0% (n=4)" in text
+    page = (run_dir / "report.html").read_text()
+    assert 'id="grid"' in page and '<a href="#task=libero_10-t01">libero_10-t01</a>' in page
+
+
 def test_schedule_line_says_full_partial_or_fast(tmp_path):
     full = build_summary(write_run(tmp_path / "a", full_protocol("openpi"), {"libero_10-t00-s00": "success"}), LIBERO)
     assert full["schedule"]["all_init_states_at_schedule_caps"] is True

@@ -188,9 +188,11 @@ class Accounting:
                       f"+ errored {c['errored']} + unattempted {c['unattempted']}", bold=True)
         if self._summary is not None:
             from pytest_libero.results.schedule_summary import lines as schedule_lines
+            from pytest_libero.results.summary import rate_lines
             from pytest_libero.results.telemetry import throughput_lines
 
-            for line in schedule_lines(self._summary[0]) + self.run.adapter.terminal_lines(self._summary[0]):
+            summary = self._summary[0]
+            for line in schedule_lines(summary) + rate_lines(summary) + self.run.adapter.terminal_lines(summary):
                 tr.write_line(line)
 
             for line in throughput_lines(self._summary[0].get("throughput") or {}):

@@ -1,4 +1,5 @@
-"""pytest-html integration (controller side): LIBERO columns, and the summary block on top.
+"""pytest-html integration (controller side): LIBERO columns, and the summary and per-task blocks on top,
+with a link to the run folder's review page (report.html).
 
 Registered only when pytest-html is active. The video link itself is attached to each report
 as a pytest-html extra by the worker (plugin/__init__.py), with a path relative to the HTML file.
@@ -6,12 +7,14 @@ as a pytest-html extra by the worker (plugin/__init__.py), with a path relative 
 
 from __future__ import annotations
 
+import os
 from html import escape
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_libero.results.page import counters_text, summary_block
+from pytest_libero.results.page import counters_text, summary_block, tasks_block
 
 
 class HtmlReport:
@@ -40,4 +43,8 @@ class HtmlReport:
         result = self.accounting.final_summary()
         if result is not None:
             summary_json, chart = result
-            prefix.append(summary_block(summary_json, chart, self.accounting.run.adapter))
+            page = self.accounting.run_dir.path / "report.html"
+            html_path = self.accounting.config.getoption("htmlpath", None)
+            link = os.path.relpath(page, Path(html_path).resolve().parent) if html_path else str(page)
+            prefix.append(summary_block(summary_json, chart, self.accounting.run.adapter, review_page=link))
+            prefix.append(tasks_block(summary_json))

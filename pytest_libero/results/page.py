@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 from typing import Any
 
 import jinja2
@@ -14,6 +15,7 @@ from markupsafe import Markup
 
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.statistics import rate_text
+from pytest_libero.results.page_script import PAGE_SIZE, SCRIPT, STYLE
 from pytest_libero.results.schedule_summary import lines as schedule_lines
 
 _ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
@@ -47,30 +49,82 @@ SUMMARY_BLOCK = _ENV.from_string("""
 <td>{{ g.median_first_success_control if g.median_first_success_control is not none else "-" }}</td></tr>
 {% endfor %}
 </table>
-{% if unattempted %}<p>Unattempted: {% for c in unattempted %}<code>{{ c }}</code> {% endfor %}</p>{% endif %}
+{% if unattempted %}<p>Unattempted ({{ unattempted | length }}):
+{% for c in unattempted[:20] %}<code>{{ c }}</code> {% endfor %}
+{% if unattempted | length > 20 %}and {{ unattempted | length - 20 }} more (summary.json lists them all){% endif %}
+</p>{% endif %}
+{% if review_page %}<p class="libero-review-page">Review page (per-task overview, filters, videos on demand):
+<a href="{{ review_page }}">{{ review_page }}</a></p>{% endif %}
 <img alt="success rates by suite with 95% Wilson intervals" src="data:image/png;base64,{{ chart }}">
 </div>
 """)
 
-PAGE = _ENV.from_string("""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>LIBERO run {{ run.run_id or "" }}</title>
-<style>body{font-family:sans-serif;margin:1.5em} td,th{vertical-align:top} .passed{color:#080}
-.failed{color:#b00} .errored{color:#a60} .unattempted{color:#777} video{width:384px}</style></head>
-<body>
-<h1>LIBERO run {{ run.run_id or "" }}</h1>
-{{ block }}
-<h2>Episodes</h2>
-<table border="1" cellpadding="4" style="border-collapse: collapse">
-<tr><th>cell</th><th>status</th><th>outcome</th><th>counters</th><th>message</th><th>video</th></tr>
-{% for e in episodes %}
-<tr><td><code>{{ e.cell }}</code><br>{{ e.language or "" }}</td><td class="{{ e.status }}">{{ e.status }}</td>
-<td>{{ e.outcome }}{% if e.termination %} / {{ e.termination }}{% endif %}
-{% if e.kind == "diagnostic" %}<br><em>infrastructure diagnostic</em>{% endif %}</td>
-<td>{{ counters(e) }}</td><td>{{ e.message }}</td>
-<td>{% if e.video %}<video controls preload="metadata" src="{{ e.video }}"></video><br>
-<a href="{{ e.video }}">{{ e.video }}</a>{% endif %}</td></tr>
+TASKS_BLOCK = _ENV.from_string("""
+{% if tasks %}
+<h2 id="per-task">Per task</h2>
+<table class="libero-table libero-tasks" id="tasks">
+<tr><th>task</th><th>suite</th><th>selected</th><th>passed</th><th>failed</th><th>errored</th><th>unattempted</th>
+<th>success rate, errors excluded (95% Wilson CI)</th><th>chart</th>{% if seeds %}<th>per run seed</th>{% endif %}</tr>
+{% for name, g in tasks %}
+{% set s = g.success_rate_errors_excluded %}
+<tr><td>{% if links %}<a href="#task={{ name | urlencode }}">{{ name }}</a>{% else %}{{ name }}{% endif %}</td>
+<td>{{ g.suite or "" }}</td><td>{{ g.selected }}</td><td>{{ g.passed }}</td><td>{{ g.failed }}</td>
+<td>{{ g.errored }}</td><td>{{ g.unattempted }}</td><td>{{ rate(s) }}</td>
+<td>{% if s.rate is not none %}<div class="bar" title="{{ rate(s) }}">
+<span class="rate" style="width:{{ '%.1f' % (100 * s.rate) }}%"></span>
+<span class="ci" style="left:{{ '%.1f' % (100 * s.ci95[0]) }}%;width:{{ '%.1f' % (100 * (s.ci95[1] - s.ci95[0])) }}%">
+</span></div>{% else %}-{% endif %}</td>
+{% if seeds %}<td>{% for seed, block in seeds %}{% if name in block.tasks %}
+seed {{ seed }} {{ rate(block.tasks[name].success_rate_errors_excluded) }}<br>{% endif %}{% endfor %}</td>{% endif %}
+</tr>
 {% endfor %}
 </table>
+{% endif %}
+""")
+
+PAGE = _ENV.from_string("""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>LIBERO run {{ run.run_id or "" }}</title>
+<link rel="icon" href="data:,">
+<style>{{ style }}</style></head>
+<body>
+<h1>LIBERO run {{ run.run_id or "" }}</h1>
+<nav><a href="#overview">overview</a><a href="#per-task">per task</a>
+{% if grid %}<a href="#grid-section">task x init state</a>{% endif %}<a href="#episodes">episodes</a></nav>
+<section id="overview">
+{{ block }}
+{{ tasks }}
+{% if grid %}
+<section id="grid-section"><h2>Task x init state</h2>
+<p class="legend">Every cell is one episode; click it to open it.
+<span style="background:#2a7d2a"></span>passed <span style="background:#c33"></span>failed
+<span style="background:#e90"></span>errored <span style="background:#999"></span>unattempted</p>
+<div id="grid"></div></section>
+{% endif %}
+</section>
+<section id="episodes">
+<h2>Episodes</h2>
+<p>Errored first, then failed, unattempted and passed; {{ page_size }} rows a page. Open an episode (click its row) to
+load its video.</p>
+<div id="episode-detail" hidden></div>
+<p id="filters">
+<label>suite <select id="f-suite"><option value="">all</option></select></label>
+<label>task <select id="f-task"><option value="">all</option></select></label>
+<label>outcome <select id="f-outcome"><option value="">all</option></select></label>
+<label class="plus-only">category <select id="f-category"><option value="">all</option></select></label>
+<label class="plus-only">difficulty <select id="f-difficulty"><option value="">all</option></select></label>
+<label>text <input id="f-text" type="search" placeholder="cell, instruction, message"></label>
+</p>
+<p><button id="prev" type="button">previous</button> <button id="next" type="button">next</button>
+ <span id="episode-count"></span></p>
+<table id="episode-table">
+<thead><tr><th>video</th><th>cell</th><th>task</th><th>status</th><th>outcome</th>
+<th class="plus-only">category, difficulty</th><th>counters</th><th>message</th></tr></thead>
+<tbody id="episode-rows"></tbody>
+</table>
+<noscript>The episode list needs JavaScript; summary.json and episodes/ hold the same data.</noscript>
+</section>
+<script type="application/json" id="libero-data">{{ data }}</script>
+<script>{{ script }}</script>
 </body></html>
 """)
 
@@ -88,17 +142,55 @@ def counters_text(entry: dict[str, Any]) -> str:
     return text
 
 
-def summary_block(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkAdapter) -> str:
+def tasks_block(summary: dict[str, Any], links: bool = False) -> str:
+    """The per-task table (success rate with its Wilson interval and a bar; per run seed in full mode)."""
+    seeds = [(seed, block) for seed, block in ((summary.get("seeds") or {}).get("per_seed") or {}).items()
+             if block.get("tasks")]
+    return str(TASKS_BLOCK.render(tasks=list((summary.get("tasks") or {}).items()), seeds=seeds, links=links,
+                                  rate=rate_text))
+
+
+def summary_block(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkAdapter,
+                  review_page: str | None = None) -> str:
+    """The summary (counts, per-suite table and chart, the benchmark's block); `review_page`: a link to
+    the run folder's report.html (pytest-html's page gets one)."""
     groups = list(summary["suites"].items()) + [("overall", summary["overall"])]
     block = SUMMARY_BLOCK.render(
         o=summary["overall"], run=summary.get("run") or {}, kind=summary.get("run_kind"),
-        identities=summary.get("protocol_identities"),
+        identities=summary.get("protocol_identities"), review_page=review_page,
         groups=groups, unattempted=summary["unattempted"], rate=rate_text, extra_lines=schedule_lines(summary),
         chart=base64.b64encode(chart_png).decode())
     return block + adapter.html_block(summary)
 
 
+PAGE_FIELDS = ("cell", "suite", "task", "status", "outcome", "termination", "message", "language", "counters",
+               "video", "recorded", "init_index", "run_seed", "category", "difficulty")
+
+
+def page_data(summary: dict[str, Any]) -> str:
+    """The episodes as JSON for the page's script, safe inside a <script> element.
+
+    Dictionary-encoded, to keep thousands of episodes small: `fields`, each field's distinct `values`,
+    and one `rows` entry per episode holding an index into each field's values (the script decodes it).
+    """
+    values: list[dict[Any, int]] = [{} for _ in PAGE_FIELDS]
+    rows = []
+    for e in summary["episodes"]:
+        episode = dict(e, counters=counters_text(e) if e.get("counters") else None,
+                       recorded=e.get("recorded", True))
+        rows.append([table.setdefault(episode.get(name), len(table))
+                     for name, table in zip(PAGE_FIELDS, values, strict=True)])
+    text = json.dumps({"fields": PAGE_FIELDS, "values": [list(table) for table in values], "rows": rows},
+                      separators=(",", ":"))
+    # "<" never reaches the HTML parser inside the script element ("</script>" in a message ends nothing).
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def render_page(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkAdapter) -> str:
+    """report.html: the overview (summary, per-task table, in full mode the task x init-state grid), then
+    the episodes, rendered a page at a time by the inline script from the embedded JSON."""
     block = Markup(summary_block(summary, chart_png, adapter))
-    return PAGE.render(run=summary.get("run") or {}, block=block, episodes=summary["episodes"],
-                       counters=counters_text)
+    grid = (summary.get("schedule") or {}).get("mode") == "full"
+    return PAGE.render(run=summary.get("run") or {}, block=block, tasks=Markup(tasks_block(summary, links=True)),
+                       grid=grid, page_size=PAGE_SIZE, style=Markup(STYLE),
+                       script=Markup(SCRIPT.replace("PAGE_SIZE", str(PAGE_SIZE))), data=Markup(page_data(summary)))

@@ -18,8 +18,9 @@ from pytest_libero.results.files import is_temporary, write_bytes_atomic, write_
 from pytest_libero.results.records import RunDir
 from pytest_libero.results.run_kind import run_kind
 from pytest_libero.results.telemetry import throughput
+from pytest_libero.core.cells import parse_cell_id, parse_run_seed
 from pytest_libero.core.outcomes import STATUSES, Outcome, status
-from pytest_libero.core.statistics import wilson
+from pytest_libero.core.statistics import rate_text, wilson
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -99,12 +100,19 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
     cells = list(selection) + [c for c in records if c not in selection]
     suites = {s: group_stats([c for c in cells if c.startswith(s + "-")], records) for s in adapter.suites()}
     identities = sorted({r["identities"]["protocol"]["identity"] for r in records.values()})
+    task = {c: task_of(c, records.get(c), adapter) for c in cells}
+    by_task: dict[str, list[str]] = {}
+    for cell in cells:
+        by_task.setdefault(task[cell], []).append(cell)
     summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION, "run_kind": run_kind(records.values()), "run": manifest,
         "overall": group_stats(cells, records),
         "suites": {s: g for s, g in suites.items() if g["selected"]},
+        "tasks": {label: dict(group_stats(members, records), suite=_suite(members[0], records, adapter))
+                  for label, members in by_task.items()},
         "protocol_identities": identities,
-        "episodes": [episode_row(cell, records.get(cell)) for cell in cells],
+        "episodes": [episode_row(cell, records.get(cell), task=task[cell], suite=_suite(cell, records, adapter))
+                     for cell in cells],
         "unattempted": [c for c in cells if c not in records or records[c]["outcome"]["outcome"] == Outcome.NOT_RUN],
         "unreadable_records": problems,
         "throughput": throughput(records),
@@ -115,6 +123,11 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
         return group_stats(group_cells, records)
 
     extend(summary, cells, group, adapter.suites())
+    for seed_cells, block in _seed_blocks(summary, cells):  # full mode: per task x run seed
+        seed_tasks: dict[str, list[str]] = {}
+        for cell in seed_cells:
+            seed_tasks.setdefault(task[cell], []).append(cell)
+        block["tasks"] = {label: group(members) for label, members in seed_tasks.items()}
     summary.update(adapter.summary_blocks(cells, records, group, summary))
     add_earlier_attempts(summary, run_dir)
     return summary
@@ -127,18 +140,75 @@ def add_earlier_attempts(summary: dict[str, Any], run_dir: Path) -> None:
     summary["earlier_attempts"] = earlier_attempts(run_dir)
 
 
-def episode_row(cell: str, record: dict[str, Any] | None) -> dict[str, Any]:
+def task_of(cell: str, record: dict[str, Any] | None, adapter: BenchmarkAdapter) -> str:
+    """The per-task group of a cell: the adapter's task label of its record (LIBERO `libero_10-t03`;
+    LIBERO-plus, one episode per variant, `libero_goal Camera Viewpoints`; RoboMemArena `robomemarena
+    task 2`), the default id grammar's `suite-tNN` without a record, else "no record"."""
+    if record is not None:
+        label = adapter.task_label(record["cell"])
+        if label is not None:
+            return label
+    parsed = parse_cell_id(cell)
+    return f"{parsed[0]}-t{parsed[1]:02d}" if parsed is not None else "no record"
+
+
+def _suite(cell: str, records: Mapping[str, dict[str, Any]], adapter: BenchmarkAdapter) -> str | None:
+    record = records.get(cell)
+    if record is not None:
+        return str(record["cell"]["suite"])
+    return next((s for s in adapter.suites() if cell.startswith(s + "-")), None)
+
+
+def _seed_blocks(summary: dict[str, Any], cells: list[str]) -> list[tuple[list[str], dict[str, Any]]]:
+    """(cells of the seed, its block in summary["seeds"]["per_seed"]) for every run seed."""
+    per_seed = (summary.get("seeds") or {}).get("per_seed") or {}
+    by_seed: dict[str, list[str]] = {}
+    for cell in cells:
+        seed = parse_run_seed(cell)
+        if seed is not None:
+            by_seed.setdefault(str(seed), []).append(cell)
+    return [(members, per_seed[seed]) for seed, members in by_seed.items() if seed in per_seed]
+
+
+def episode_row(cell: str, record: dict[str, Any] | None, *, task: str | None = None,
+                suite: str | None = None) -> dict[str, Any]:
+    """One episode as the page, pytest-html and the terminal show it; `task` and `suite` as the summary
+    groups it (task_of)."""
+    where = {"task": task, "suite": suite, "init_index": None, "run_seed": parse_run_seed(cell),
+             "category": None, "difficulty": None}
     if record is None:
         return {"cell": cell, "outcome": Outcome.NOT_RUN.value, "status": status(Outcome.NOT_RUN),
-                "message": "no record", "counters": None, "video": None, "first_success_control": None}
+                "message": "no record", "counters": None, "video": None, "first_success_control": None,
+                "recorded": False, **where}
     outcome = record["outcome"]
     video = record.get("video")
+    benchmark = record["cell"].get("benchmark") or {}
+    where.update(suite=record["cell"]["suite"], init_index=record["cell"].get("init_index"),
+                 category=benchmark.get("category"), difficulty=benchmark.get("difficulty"))
     return {"cell": cell, "outcome": outcome["outcome"], "status": status(outcome["outcome"]),
             "termination": outcome["termination"], "message": outcome["message"], "counters": record["counters"],
             "first_success_control": outcome["first_success_control"],
             "first_success_policy_call": outcome["first_success_policy_call"],
             "video": video["path"] if video else None, "language": record["cell"]["language"],
-            "kind": (record["identities"].get("model_profile") or {}).get("kind")}
+            "kind": (record["identities"].get("model_profile") or {}).get("kind"), "recorded": True, **where}
+
+
+def _short(stat: Mapping[str, Any]) -> str:
+    return "-" if stat["rate"] is None else f"{100 * stat['rate']:.1f}% (n={stat['trials']})"
+
+
+def rate_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Terminal lines: each suite's and each task's success rate (errors excluded) with its Wilson
+    interval; in full mode with run seeds, each task's rate per seed on its line."""
+    lines = [f"LIBERO suite {name}: {rate_text(g['success_rate_errors_excluded'])}"
+             for name, g in summary["suites"].items()]
+    per_seed = (summary.get("seeds") or {}).get("per_seed") or {}
+    for label, group in (summary.get("tasks") or {}).items():
+        line = f"LIBERO task {label}: {rate_text(group['success_rate_errors_excluded'])}"
+        seeds = [f"seed {seed} {_short(block['tasks'][label]['success_rate_errors_excluded'])}"
+                 for seed, block in per_seed.items() if label in block.get("tasks", {})]
+        lines.append(line + ("; " + ", ".join(seeds) if seeds else ""))
+    return lines
 
 
 def success_chart_png(summary: dict[str, Any]) -> bytes:
