@@ -3,6 +3,8 @@ item runs, and nothing is recorded (least of all env_error, the simulator's faul
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 ADAPTER = """
@@ -36,6 +38,9 @@ def broken():
     (["--libero-policy", "my_policy.py:broken"], "RuntimeError: no server at localhost:8000",
      "my_policy.py:"),
     (["--libero-policy", "my_policy.py:build", "-n", "1"], None, None),  # placeholder: replaced below
+    # Under xdist a factory that raises fails on the worker (the controller's dry check cannot call it).
+    (["--libero-policy", "my_policy.py:broken", "-n", "1"], "RuntimeError: no server at localhost:8000",
+     "my_policy.py:"),
     (["--libero-policy", "my_policy.py"], "Unknown policy 'my_policy.py'", "my_policy.py:FACTORY"),
     (["--libero-policy", "my_policy:build"], "Unknown policy 'my_policy:build'", "my_policy.py:build"),
 ])
@@ -51,7 +56,12 @@ def test_a_policy_that_cannot_be_built_is_one_line_and_exit_4(pytester, args, ca
     assert len(errors) == 1, result.errlines
     assert cause in errors[0] and fix in errors[0], errors[0]
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
-    assert not (pytester.path / "out").exists()  # no record at all, so none says env_error
+    records = [json.loads(path.read_text()) for path in (pytester.path / "out").glob("*/*/episodes/*.json")]
+    if "-n" in args and "broken" in args[1]:  # stopped on a worker, after the controller made the run folder
+        assert records and {r["outcome"]["outcome"] for r in records} == {"not_run"}
+        assert all("no server at localhost:8000" in r["outcome"]["message"] for r in records)
+    else:
+        assert not (pytester.path / "out").exists()  # no record at all, so none says env_error
 
 
 def test_close_is_optional_and_a_conftest_make_policy_hook_alone_serves_a_name(pytester):
@@ -87,3 +97,19 @@ def test_close_is_optional_and_a_conftest_make_policy_hook_alone_serves_a_name(p
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.errlines if line.startswith("ERROR:")]
     assert len(errors) == 1 and "Unknown policy 'downgrap'" in errors[0], result.errlines
+
+
+@pytest.mark.parametrize("xdist", [False, True])
+def test_paths_that_hold_no_libero_case_fail_with_one_line_saying_why(pytester, xdist):
+    """A LIBERO run (its header selects cells) whose named paths hold no LIBERO case: not `collected 0
+    items` or a silent pass of the folder's own tests, but exit 4 and the line naming the fix."""
+    pytester.makepyfile(test_mine="def test_plain():\n    pass\n")
+    args = ["test_mine.py", "--libero-scope", "development", "-p", "no:cacheprovider", *(["-n", "1"] if xdist else [])]
+    result = (pytester.runpytest_subprocess if xdist else pytester.runpytest)(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.startswith("ERROR:")]
+    assert len(errors) == 1, result.errlines
+    assert "the header selects 2 cell(s), but the paths collected (test_mine.py) hold no LIBERO case" in errors[0]
+    assert "name no path to run the bundled cases" in errors[0]
+    deselected = pytester.runpytest("test_mine.py", "--libero-scope", "development", "-k", "plain")
+    assert deselected.ret == pytest.ExitCode.USAGE_ERROR  # checked before -k deselects anything

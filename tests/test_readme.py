@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from liberoplus_helpers import write_classification
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 ADAPTERS_DOC = README.parent / "docs" / "writing-adapters.md"
@@ -35,37 +36,35 @@ def use_commands() -> list[str]:
     return lines
 
 
-def as_collection(command: str, folder: Path) -> list[str] | None:
+def as_collection(command: str, folder: Path, checkout: Path | None = None) -> list[str] | None:
     """The arguments of a README `pytest` line for a collect-only check, its placeholders filled:
-    `...` dropped (a LIBERO-PRO suite gets the task_coverage scope it stands for), `-n N` dropped
-    (collection is the same; starting workers is not the claim), the adapter file and run folder
-    the line names created. None for a line that is not `pytest`, or one of another benchmark (it
-    needs LIBERO-plus's classification file or a RoboMemArena checkout; tests/test_liberoplus.py and
-    tests/test_robomemarena.py cover those options)."""
+    `...` dropped (a LIBERO-PRO suite gets the task_coverage scope it stands for), the adapter file
+    and run folder the line names created, LIBERO-plus's classification file written (the test
+    data's), RoboMemArena's checkout PATH given (`checkout`, assembled from ../shared/data). `-n N`
+    stays: collection runs in-process (tests/test_scale_real.py runs real workers). None for a line
+    that is not `pytest`."""
     args = shlex.split(command.replace("<run-id>", "run1"))
-    if args[0] != "pytest" or other_benchmark(command):
+    if args[0] != "pytest":
         return None
     args = [a for a in args[1:] if a != "..."]
-    while "-n" in args:
-        at = args.index("-n")
-        del args[at:at + 2]
     if "--libero-suite" in args and "--libero-scope" not in args:
         args = ["--libero-scope", "task_coverage", *args]
-    for arg in args:
+    for at, arg in enumerate(args):
         if ".py:" in arg:
             path = folder / arg.rpartition(":")[0]
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("def build(**kwargs):\n    raise AssertionError('collection builds nothing')\n")
         if arg.startswith("reports/"):
             (folder / arg).mkdir(parents=True, exist_ok=True)
+        if arg == "task_classification.json":
+            write_classification(folder / arg)
+        if arg == "--libero-robomemarena-checkout=PATH":
+            assert checkout is not None, command
+            args[at] = f"--libero-robomemarena-checkout={checkout}"
     return args
 
 
 COMMANDS = use_commands()
-
-
-def other_benchmark(command: str) -> bool:
-    return "--libero-benchmark" in command and "--libero-benchmark libero " not in command + " "
 
 
 def adapter_doc_commands() -> list[str]:
@@ -100,9 +99,10 @@ def test_the_use_section_was_read():
     assert len(pytest_lines) >= 15 and any("--libero-budget decisions" in c for c in pytest_lines)
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if c.startswith("pytest ") and not other_benchmark(c)])
-def test_each_pytest_line_collects_what_its_header_says(pytester, command):
-    args = as_collection(command, pytester.path)
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c.startswith("pytest ")])
+def test_each_pytest_line_collects_what_its_header_says(pytester, command, request):
+    checkout = request.getfixturevalue("robomemarena_checkout") if "robomemarena" in command else None
+    args = as_collection(command, pytester.path, checkout)
     assert args is not None
     args = [a for a in args if a not in ("--collect-only", "-q")]
     result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", *args)
@@ -147,3 +147,13 @@ def test_a_tiny_real_run_then_report_compare_and_resume_alone(tmp_path):
     assert "with its recorded options" in resumed.stdout and "1 cell(s)" in resumed.stdout, resumed.stdout[-2000:]
     assert "[resumed: recorded earlier]" in resumed.stdout
     assert len(json.loads((run_dir / "summary.json").read_text())["episodes"]) == 1
+    # The shards-by-hand line's merge (of this one folder) and the Slurm line as a dry run (the real
+    # cluster's submit, status and resubmit are tests/test_slurm_real.py's).
+    (merge,) = [c for c in COMMANDS if c.startswith("python -m pytest_libero merge ")]
+    assert shlex.split(merge)[1:4] == ["-m", "pytest_libero", "merge"]
+    merged = python_m(tmp_path, "-m", "pytest_libero", "merge", "merged", str(run_dir))
+    assert merged.returncode == 0 and (tmp_path / "merged" / "summary.json").is_file(), merged.stderr
+    (submit,) = [c for c in COMMANDS if c.startswith("python -m pytest_libero submit slurm --shards")]
+    words = [w for w in shlex.split(submit)[1:] if w != "..."]
+    dry = python_m(tmp_path, *words[:words.index("--")], "--dry-run", *words[words.index("--"):])
+    assert dry.returncode == 0 and "(130 cell(s) in 8 shard(s))" in dry.stdout, dry.stderr

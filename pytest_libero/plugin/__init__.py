@@ -20,7 +20,7 @@ from pytest_libero.core.cells import Cell
 from pytest_libero.core.outcomes import COMPLETED, Outcome
 from pytest_libero.errors import EnvironmentFault, InventoryMismatch, PolicyLoadError
 from pytest_libero.plugin.options import LiberoRun, addoptions, all_suites, build_run, hook_names, is_libero_run
-from pytest_libero.plugin.options import with_recorded_options
+from pytest_libero.plugin.options import no_case_line, with_recorded_options
 from pytest_libero.results.records import RunDir, new_run_id, profile_slug
 
 RUN_KEY = pytest.StashKey[LiberoRun]()
@@ -204,11 +204,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if any(isinstance(getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell"), Cell)
            for item in items):
         return
-    paths = " ".join(config.args) or "(none)"
-    raise pytest.UsageError(
-        f"libero: the header selects {len(run.cells)} cell(s), but the paths collected ({paths}) hold no LIBERO "
-        "case (a test taking libero_cell); name no path to run the bundled cases, or add the path of "
-        "pytest_libero/cases (python -c 'import pytest_libero.cases as c; print(c.__path__[0])')")
+    raise pytest.UsageError(no_case_line(config, len(run.cells)))
+
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -286,7 +283,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.fixture(scope="session")
-def libero_policy(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterator[Any]:
+def libero_policy(request: pytest.FixtureRequest, pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterator[Any]:
     """The policy under evaluation, built once per worker before its first item (in its own process
     with isolation); see pytest_collection_finish.
 
@@ -296,10 +293,11 @@ def libero_policy(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterato
     from pytest_libero.runtime.policies import close_policy
 
     policy = pytestconfig.stash.get(POLICY_KEY, None)
-    if policy is None:  # an xdist worker: a build failure errors its items with the one line
-        try:
+    if policy is None:  # an xdist worker: a build failure errors its item with the one line and stops
+        try:             # the run (the controller ends it with exit 4; see Accounting.pytest_sessionfinish)
             policy = _build_policy(pytestconfig, libero_run)
         except pytest.UsageError as exc:
+            request.session.shouldstop = str(exc)
             raise PolicyNotBuilt(str(exc)) from None
     else:
         del pytestconfig.stash[POLICY_KEY]

@@ -19,7 +19,7 @@ import pytest
 from pytest_libero.core.outcomes import STATUSES, Outcome, status
 from pytest_libero.results.files import write_json_atomic
 from pytest_libero.results.page import counters_text
-from pytest_libero.plugin.options import LiberoRun
+from pytest_libero.plugin.options import LiberoRun, is_libero_run, no_case_line
 from pytest_libero.results.records import RunDir, placeholder_record, run_manifest, write_record
 from pytest_libero.runtime import gpus
 
@@ -36,6 +36,7 @@ class Accounting:
         self.rows: dict[str, dict[str, Any]] = {}
         self.unrecorded_errors: dict[str, str] = {}
         self.not_built: dict[str, str] = {}  # cells a worker could not build the policy for: one line each
+        self.no_case: str | None = None  # why xdist workers collected no LIBERO case (None: they did)
         self._summary: tuple[dict[str, Any], bytes] | None = None
 
     # -- selection -----------------------------------------------------------------------
@@ -70,6 +71,10 @@ class Accounting:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self._note_selection(list(ids))
+        option = self.config.option
+        if (not self.selected and self.run.cells and is_libero_run(self.config)
+                and not option.keyword and not option.markexpr):  # -k/-m may deselect every cell
+            self.no_case = no_case_line(self.config, len(self.run.cells))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -151,17 +156,27 @@ class Accounting:
             elif nodeid in self.unrecorded_errors:
                 self._write_placeholder(cell, Outcome.ENV_ERROR, self.unrecorded_errors[nodeid], "main")
             elif self.status.get(nodeid) in (None, "unattempted"):
-                self._write_placeholder(cell, Outcome.NOT_RUN, "never ran (-x, interrupt, skip or lost worker)", "main")
+                why = (f"never ran: the run stopped when {next(iter(self.not_built.values()))}" if self.not_built
+                       else "never ran (-x, interrupt, skip or lost worker)")
+                self._write_placeholder(cell, Outcome.NOT_RUN, why, "main")
         summary = rebuild(self.run_dir.path, self.run.adapter)
         self._summary = (summary, (self.run_dir.path / "success_rates.png").read_bytes())
         return self._summary
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.no_case is not None:  # under xdist: the workers collected no LIBERO case
+            sys.stderr.write(f"ERROR: {self.no_case}\n")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         if self.config.option.collectonly or not self.selected:
             return
         self.final_summary()
-        if self.counts()["unattempted"] and session.exitstatus == pytest.ExitCode.OK:
+        if self.not_built:  # an xdist worker could not build the policy: the run stopped there
+            line = next(iter(self.not_built.values()))
+            sys.stderr.write(f"ERROR: {line}\n")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        elif self.counts()["unattempted"] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -390,3 +390,10 @@ def cell_markers() -> tuple[str, ...]:
     """The markers registered benchmarks give their cells besides the suite (RoboMemArena's memory types)."""
     return tuple(name for adapter in benchmarks.adapters() for name in getattr(adapter, "marker_help", {}))
 
+
+def no_case_line(config: pytest.Config, cells: int) -> str:
+    """Why a LIBERO run whose header selects `cells` collected no LIBERO case, and the fix."""
+    paths = " ".join(config.args) or "(none)"
+    return (f"libero: the header selects {cells} cell(s), but the paths collected ({paths}) hold no LIBERO "
+            "case (a test taking libero_cell); name no path to run the bundled cases, or add the path of "
+            "pytest_libero/cases (python -c 'import pytest_libero.cases as c; print(c.__path__[0])')")
