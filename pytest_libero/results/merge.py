@@ -21,7 +21,7 @@ from pytest_libero.errors import LiberoError
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.protocol import setting_differences
 from pytest_libero.results.files import write_bytes_atomic, write_json_atomic
-from pytest_libero.results.records import RunDir
+from pytest_libero.results.records import RunDir, write_record
 
 
 class MergeError(LiberoError):
@@ -100,11 +100,11 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
                 chosen[cell] = (Path(folder), record)
     _prepare_out(out_dir)
     target = RunDir(out_dir)
-    for cell, (source, record) in sorted(chosen.items()):
+    for _, (source, record) in sorted(chosen.items()):
         video = record.get("video")
         if video:
             _link_or_copy(source / video["path"], out_dir / video["path"])
-        write_json_atomic(target.record_path(cell), record)
+        write_record(target, record)
     shards = {d: s.get("shard") for d, (_, s, _) in loaded.items()}
     count = next((s["count"] for s in shards.values() if s), None)
     present = sorted({s["index"] for s in shards.values() if s})
