@@ -391,3 +391,23 @@ def test_a_chunk_over_the_bound_fails_the_item_as_a_policy_fault_of_its_own_prot
     assert "--libero-max-chunk-rows N" in record["outcome"]["message"]
     assert record["chunks"]["end"]["invalid"]["shape"] == [5, 7] and record["chunks"]["executed"] == []
     assert record["identities"]["protocol"]["settings"]["max_chunk_rows"] == 4
+
+
+def test_merge_links_the_records_it_read_and_summarizes_them_as_a_report_would(tmp_path):
+    from pytest_libero.__main__ import main
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
+    from pytest_libero.results.records import RunDir
+    from pytest_libero.results.summary import build_summary
+    from synthetic_runs import as_schema_1, write_libero_run
+
+    shards = write_libero_run(tmp_path / "shards", 12, controls=20, shards=2)
+    old = RunDir(shards[1]).record_path("libero_spatial-t00-s01")  # one shard still holds a schema-1 record
+    write_json_atomic(old, as_schema_1(json.loads(old.read_text())))
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *map(str, shards)]) == 0
+    merged = json.loads((out / "summary.json").read_text())
+    fresh = json.loads(json.dumps(build_summary(out, LIBERO)))  # reads and checks every merged record
+    assert merged["overall"] == fresh["overall"] and merged["episodes"] == fresh["episodes"]
+    assert merged["overall"]["selected"] == 12 and merged["unreadable_records"] == fresh["unreadable_records"] == []
+    linked = RunDir(out).record_path("libero_spatial-t00-s01")
+    assert linked.stat().st_ino == old.stat().st_ino and json.loads(linked.read_text())["schema_version"] == 1

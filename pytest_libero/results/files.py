@@ -33,6 +33,11 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
 
 
+def fsync_dir(folder: Path) -> None:
+    """Make the folder's entries (renames, links) durable."""
+    _fsync_dir(folder)
+
+
 def _fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:

@@ -107,9 +107,13 @@ def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]]) -> dict
     }
 
 
-def build_summary(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
-    """summary.json of a run folder of `adapter`'s benchmark."""
-    manifest, selection, records, problems = load_run(run_dir)
+Loaded = tuple[dict[str, Any], list[str], dict[str, dict[str, Any]], list[str]]  # what load_run returns
+
+
+def build_summary(run_dir: Path, adapter: BenchmarkAdapter, loaded: Loaded | None = None) -> dict[str, Any]:
+    """summary.json of a run folder of `adapter`'s benchmark; `loaded`: what load_run(run_dir)
+    returns, when the caller has it already (merge: it just read and checked every record)."""
+    manifest, selection, records, problems = loaded if loaded is not None else load_run(run_dir)
     cells = list(selection) + [c for c in records if c not in selection]
     suites = {s: group_stats([c for c in cells if c.startswith(s + "-")], records) for s in adapter.suites()}
     identities = sorted({r["identities"]["protocol"]["identity"] for r in records.values()})
@@ -176,11 +180,11 @@ def success_chart_png(summary: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def rebuild(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
+def rebuild(run_dir: Path, adapter: BenchmarkAdapter, loaded: Loaded | None = None) -> dict[str, Any]:
     """Write summary.json, success_rates.png and report.html into the run folder."""
     from pytest_libero.results.page import render_page
 
-    summary = build_summary(run_dir, adapter)
+    summary = build_summary(run_dir, adapter, loaded)
     if len(summary["protocol_identities"]) > 1:
         from pytest_libero.errors import LiberoError
 
