@@ -149,3 +149,23 @@ def test_seal_checks_the_track_state(track, state, message):
 def test_seal_keeps_a_read_only_state_on_state_tracks():
     observation = seal_observation("go", images_from_native(native()), Counters(), np.arange(8.0), "openpi-compat")
     assert observation.state.shape == (8,) and not observation.state.flags.writeable
+
+
+@pytest.mark.parametrize("raw", [
+    np.broadcast_to(np.zeros(7), (2_000_000, 7)),  # a view: its length is read, nothing is converted
+    [[0.0] * 7] * 1025,  # a list: len() alone
+])
+def test_a_chunk_over_the_row_bound_is_refused_by_its_length(raw):
+    from pytest_libero.core.contract import MAX_CHUNK_ROWS
+
+    with pytest.raises(ActionError) as info:
+        validate_chunk(raw)
+    rows = len(raw)
+    assert f"chunk of {rows} rows is longer than the bound of {MAX_CHUNK_ROWS} rows" in str(info.value)
+    assert "--libero-max-chunk-rows" in str(info.value)
+
+
+def test_the_row_bound_is_a_parameter_and_inclusive():
+    assert validate_chunk(np.zeros((8, 7)), max_rows=8).shape == (8, 7)
+    with pytest.raises(ActionError, match="chunk of 9 rows is longer than the bound of 8 rows"):
+        validate_chunk(np.zeros((9, 7)), max_rows=8)

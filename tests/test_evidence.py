@@ -10,10 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fakes import fake_conftest
 from evidence_helpers import check_videos, html_rows, records, run_dirs
+from pytest_libero.core.chunk_evidence import executed_actions
 from pytest_libero.results.files import is_temporary, write_json_atomic
 from pytest_libero.core.statistics import wilson
 
@@ -70,8 +72,9 @@ def test_two_cells_leave_records_videos_summary_and_html(pytester, project):
     check_videos(run_dir, found)
     record = found["libero_10-t00-s00"]
     assert record["video"]["frames"] == 3  # two delivered observations + the final state
-    assert [o["policy_call"] for o in record["observations"]] == [1, 2]
-    assert record["chunks"][0]["returned"][0] == [0.0] * 6 + [-1.0] and record["chunks"][0]["executed"] == 5
+    assert record["observations"]["policy_call"] == [1, 2]
+    assert record["chunks"]["executed"] == [5, 5] and record["chunks"]["shape"] == [[5, 7], [5, 7]]
+    assert executed_actions(record["chunks"]).tolist() == [[0.0] * 6 + [-1.0]] * 10
     assert record["private"]["bddl_sha256"] == "0" * 64 and record["cell"]["seed"] == 20260907
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["overall"]["selected"] == 2 and summary["overall"]["failed"] == 2
@@ -252,3 +255,166 @@ def test_the_record_schema_takes_any_benchmarks_cell_and_still_checks_libero_plu
     assert not validator.is_valid(plus)
     other["cell"]["id"] = "../escape"
     assert not validator.is_valid(other)  # an id is a file name in episodes/
+
+
+def _episode_record(policy, protocol, service=None):
+    """The record the plugin writes for one episode of `policy` against the fake service."""
+    from fakes import FakeService
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
+    from pytest_libero.core.cells import Cell
+    from pytest_libero.core.rollout import run_episode
+    from pytest_libero.results.records import episode_record
+
+    result = run_episode(service or FakeService(), policy, Cell("libero_10", 0), protocol)
+    return result, episode_record(result, adapter=LIBERO, context=None, protocol=protocol.as_dict(),
+                                  policy_profile={"spec": {"name": "policy", "kwargs": {}}}, video=None,
+                                  worker="main", started=time.time(),
+                                  compute={"gpu": None, "rendering_backend": "egl"})
+
+
+class RandomChunks:
+    def __init__(self, rows):
+        self.rows, self.rng = rows, np.random.default_rng(0)
+
+    def reset(self, language):
+        pass
+
+    def act(self, observation):
+        return self.rng.uniform(-1, 1, (self.rows, 7)).astype(np.float32)
+
+
+@pytest.mark.parametrize("rows", [5, 500, 1024])
+def test_a_520_control_record_stays_under_64_kb_whatever_the_chunk_length(tmp_path, rows):
+    from pytest_libero.core.protocol import Protocol
+    from pytest_libero.results.records import RunDir, write_record
+    from pytest_libero.results.summary import record_problem
+
+    protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
+    result, record = _episode_record(RandomChunks(rows), protocol)
+    assert (result.executed_controls, result.policy_calls, result.outcome) == (520, 104, "failure")
+    path = write_record(RunDir(tmp_path), record)
+    assert path.stat().st_size < 64_000, path.stat().st_size
+    stored = json.loads(path.read_text())
+    assert record_problem(stored) is None and stored["schema_version"] == 2
+    assert {shape[0] for shape in stored["chunks"]["shape"]} == {rows}
+    assert executed_actions(stored["chunks"]).shape == (520, 7)
+
+
+def _schema_1(record):
+    """`record` as schema 1 stored it: every returned row as numbers (tests/synthetic_runs.as_schema_1)."""
+    from synthetic_runs import as_schema_1
+
+    return json.loads(json.dumps(as_schema_1(record)))
+
+
+@pytest.fixture(scope="module")
+def small_record():
+    from pytest_libero.core.protocol import Protocol
+
+    protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
+    return json.loads(json.dumps(_episode_record(RandomChunks(8), protocol)[1]))
+
+
+def test_schema_1_records_still_read_by_report_merge_resume_and_the_action_reader(tmp_path, small_record):
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
+    from pytest_libero.core.protocol import Protocol
+    from pytest_libero.results.records import RunDir
+    from pytest_libero.results.resume import completed_cells
+    from pytest_libero.results.summary import build_summary, load_run, record_problem
+    from synthetic_runs import write_run, full_mode_cells
+
+    old = _schema_1(small_record)
+    assert record_problem(old) is None and old["chunks"][0]["returned"] and isinstance(old["observations"], list)
+    np.testing.assert_array_equal(executed_actions(old["chunks"]), executed_actions(small_record["chunks"]))
+    protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
+    (run,) = write_run(tmp_path / "old", full_mode_cells(3), protocol, LIBERO, controls=20, schema=1)
+    assert json.loads(RunDir(run).record_path("libero_spatial-t00-s00").read_text())["schema_version"] == 1
+    _, _, records, problems = load_run(run)
+    assert len(records) == 3 and problems == []
+    assert build_summary(run, LIBERO)["overall"]["selected"] == 3
+    kept = completed_cells(run, protocol.as_dict(), protocol.identity, {"name": "synthetic", "kwargs": {}})
+    assert sorted(kept) == sorted(records)
+
+
+@pytest.mark.parametrize("mutate", [
+    pytest.param(lambda r: r.pop("counters"), id="missing-required-field"),
+    pytest.param(lambda r: r["chunks"]["executed"].__setitem__(1, "5"), id="wrong-type-in-array"),
+    pytest.param(lambda r: r["chunks"]["shape"].__setitem__(0, [5, 7, 1]), id="three-dimensional-shape"),
+    pytest.param(lambda r: r["observations"]["sha256"].update(agentview="x" * 64), id="hash-not-hex"),
+    pytest.param(lambda r: r["chunks"].update(sha256=r["chunks"]["sha256"][:-1]), id="hash-column-cut-short"),
+    pytest.param(lambda r: r["chunks"].pop("sha256"), id="chunks-without-hashes"),
+    pytest.param(lambda r: r["chunks"].update(returned=[[0.0] * 7]), id="schema-2-with-numbers"),
+    pytest.param(lambda r: r.update(schema_version=3), id="unknown-schema-version"),
+    pytest.param(lambda r: r.update(chunks=[]), id="schema-2-with-an-array-of-chunks"),
+    pytest.param(lambda r: r["chunks"].update(end={"policy_call": 3, "stop": False}), id="stop-not-true"),
+])
+def test_fast_validation_rejects_what_the_schema_rejects(small_record, mutate):
+    import copy
+
+    import jsonschema
+
+    from pytest_libero.core.data import SCHEMA_DIR
+    from pytest_libero.results.summary import record_problem
+
+    schema = jsonschema.Draft202012Validator(
+        json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8")))
+    assert schema.is_valid(small_record) and record_problem(small_record) is None
+    record = copy.deepcopy(small_record)
+    mutate(record)
+    assert not schema.is_valid(record)
+    assert record_problem(record) is not None
+
+
+@pytest.mark.parametrize("mutate", [
+    pytest.param(lambda r: r["chunks"][0]["returned"][1].__setitem__(3, "0.5"), id="string-among-numbers"),
+    pytest.param(lambda r: r["chunks"][0]["returned"][0].__setitem__(0, 1.5), id="number-out-of-bounds"),
+    pytest.param(lambda r: r.update(chunks={}), id="schema-1-with-a-block"),
+    pytest.param(lambda r: r["observations"][0]["sha256"].update(agentview=7), id="wrong-type-in-observations"),
+])
+def test_fast_validation_rejects_what_the_schema_rejects_in_schema_1(small_record, mutate):
+    import jsonschema
+
+    from pytest_libero.core.data import SCHEMA_DIR
+    from pytest_libero.results.summary import record_problem
+
+    schema = jsonschema.Draft202012Validator(
+        json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8")))
+    record = _schema_1(small_record)
+    assert schema.is_valid(record) and record_problem(record) is None
+    mutate(record)
+    assert not schema.is_valid(record)
+    assert record_problem(record) is not None
+
+
+def test_a_chunk_over_the_bound_fails_the_item_as_a_policy_fault_of_its_own_protocol(pytester, project):
+    result = pytester.runpytest("--libero-scope", "development", "--libero-task-ids", "0", "--libero-policy",
+                                "policy.py:Hold", "--libero-budget", "decisions", "--libero-max-policy-calls", "2",
+                                "--libero-max-chunk-rows", "4", "--libero-video", "none")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*chunk of 5 rows is longer than the bound of 4 rows per chunk*"])
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    record = records(run_dir)["libero_10-t00-s00"]
+    assert record["outcome"]["outcome"] == "policy_error"
+    assert "--libero-max-chunk-rows N" in record["outcome"]["message"]
+    assert record["chunks"]["end"]["invalid"]["shape"] == [5, 7] and record["chunks"]["executed"] == []
+    assert record["identities"]["protocol"]["settings"]["max_chunk_rows"] == 4
+
+
+def test_merge_links_the_records_it_read_and_summarizes_them_as_a_report_would(tmp_path):
+    from pytest_libero.__main__ import main
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
+    from pytest_libero.results.records import RunDir
+    from pytest_libero.results.summary import build_summary
+    from synthetic_runs import as_schema_1, write_libero_run
+
+    shards = write_libero_run(tmp_path / "shards", 12, controls=20, shards=2)
+    old = RunDir(shards[1]).record_path("libero_spatial-t00-s01")  # one shard still holds a schema-1 record
+    write_json_atomic(old, as_schema_1(json.loads(old.read_text())))
+    out = tmp_path / "merged"
+    assert main(["merge", str(out), *map(str, shards)]) == 0
+    merged = json.loads((out / "summary.json").read_text())
+    fresh = json.loads(json.dumps(build_summary(out, LIBERO)))  # reads and checks every merged record
+    assert merged["overall"] == fresh["overall"] and merged["episodes"] == fresh["episodes"]
+    assert merged["overall"]["selected"] == 12 and merged["unreadable_records"] == fresh["unreadable_records"] == []
+    linked = RunDir(out).record_path("libero_spatial-t00-s01")
+    assert linked.stat().st_ino == old.stat().st_ino and json.loads(linked.read_text())["schema_version"] == 1

@@ -109,6 +109,7 @@ def test_k_matches_task_names(pytester):
     (["--libero-policy", "missing.py:build"], "*file 'missing.py' does not exist*"),
     (["--libero-policy-kwargs", "{bad"], "*not valid JSON*"),
     (["--libero-replan-interval", "0"], "*--libero-replan-interval 0: must be at least 1*"),
+    (["--libero-max-chunk-rows", "0"], "*--libero-max-chunk-rows 0: must be at least 1 (default 1024)*"),
 ])
 def test_bad_options_are_usage_errors(pytester, args, message):
     result = pytester.runpytest("--collect-only", *args)

@@ -157,3 +157,57 @@ def test_settings_reach_the_service_and_the_video_unchanged():
         "reuse_env": False}
     assert service.deadlines[0] is not None and service.deadlines[1:] == [None]  # set for the episode only
     assert result.outcome == "success" and frames == [False] * 7 + [True]  # first observation, then per control
+
+
+def test_a_two_million_row_chunk_is_a_policy_fault_naming_length_bound_and_option():
+    service = FakeService()
+    huge = np.broadcast_to(np.asarray(HOLD), (2_000_000, 7))  # valid values, in bounds
+    result = run_episode(service, Scripted(np.tile(HOLD, (5, 1)), huge), CELL, decisions(3, 5))
+    assert (result.outcome, result.termination) == ("policy_error", "policy_error")
+    assert result.message.startswith("invalid action at policy call 2: chunk of 2000000 rows is longer than the "
+                                     "bound of 1024 rows per chunk")
+    assert "--libero-max-chunk-rows" in result.message
+    assert [len(c) for c in service.submitted] == [5]  # nothing of the long chunk reached the service
+    assert result.chunks[-1]["invalid"]["shape"] == [2_000_000, 7] and len(result.chunks[-1]["invalid"]["repr"]) <= 300
+
+
+def test_the_chunk_bound_comes_from_the_protocol():
+    short = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=2, max_chunk_rows=8)
+    assert run_episode(FakeService(), Scripted(np.tile(HOLD, (8, 1))), CELL, short).outcome == "failure"
+    result = run_episode(FakeService(), Scripted(np.tile(HOLD, (9, 1))), CELL, short)
+    assert result.outcome == "policy_error" and "bound of 8 rows" in result.message
+    assert decisions(2, 5).identity != short.identity  # another bound is another protocol
+
+
+def test_chunk_entries_keep_executed_actions_exactly_and_the_rest_by_shape_dtype_and_hash():
+    import hashlib
+
+    from pytest_libero.core.chunk_evidence import chunk_block, executed_actions
+
+    rng = np.random.default_rng(3)
+    returned = [rng.uniform(-1, 1, (50, 7)).astype(np.float32) for _ in range(3)] + [rng.uniform(-1, 1, 7)]
+    service = FakeService(success_at=13)
+    result = run_episode(service, Scripted(*returned), CELL, decisions(10, 5))
+    assert result.outcome == "success" and [c["executed"] for c in result.chunks] == [5, 5, 3]
+    executed = np.concatenate(service.submitted)[:13]
+    np.testing.assert_array_equal(executed_actions(result.chunks), executed)  # bit for bit
+    first = result.chunks[0]
+    assert (first["shape"], first["dtype"]) == ([50, 7], "float32")
+    assert first["sha256"] == hashlib.sha256(returned[0].astype("<f8").tobytes()).hexdigest()
+    assert "returned" not in first and len(first["actions_b64"]) == 4 * ((5 * 7 * 4 + 2) // 3)  # 140 bytes
+    np.testing.assert_array_equal(executed_actions(chunk_block(result.chunks)), executed)  # the record's block
+
+
+def test_replaying_a_records_executed_actions_executes_the_same_actions():
+    from pytest_libero.core.chunk_evidence import chunk_block, executed_actions
+
+    rng = np.random.default_rng(5)
+    recorded = FakeService()
+    first = run_episode(recorded, Scripted(*[rng.uniform(-1, 1, (30, 7)).astype(np.float32) for _ in range(4)]),
+                        CELL, decisions(4, 5))
+    actions = executed_actions(chunk_block(first.chunks))
+    replayed = FakeService()
+    again = run_episode(replayed, Scripted(*[actions[i:i + 5] for i in range(0, len(actions), 5)]), CELL,
+                        decisions(4, 5))
+    assert again.executed_controls == first.executed_controls == 20
+    np.testing.assert_array_equal(np.concatenate(replayed.submitted), np.concatenate(recorded.submitted))

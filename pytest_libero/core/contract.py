@@ -22,6 +22,12 @@ ACTION_DIM: Final = 7
 ACTION_LOW: Final = -1.0
 ACTION_HIGH: Final = 1.0
 SETTLE_ACTION: Final = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
+# The most rows a chunk may have (--libero-max-chunk-rows). Published policies return 1-50 rows
+# (openpi 10-50, OpenVLA-OFT 8, OpenVLA 1) and the longest per-suite horizon is 520 controls, so
+# 1024 admits every published policy and even a whole-episode open-loop plan, while a runaway
+# chunk (the 2,000,000 rows of issue 15) is refused from its length before it is converted.
+# Only the first K rows of a chunk are ever executed.
+MAX_CHUNK_ROWS: Final = 1024
 # Observation tracks: what besides language and images the policy receives. Each is part of the
 # protocol identity; results of different tracks are never comparable.
 #   rgb            nothing else (the default protocol)
@@ -179,15 +185,36 @@ def _where(row: int, col: int, single: bool) -> str:
     return f"[{col}]" if single else f"[{row}, {col}]"
 
 
-def validate_chunk(raw: Any) -> np.ndarray:
+def _too_long(rows: int, max_rows: int) -> str:
+    return (f"chunk of {rows} rows is longer than the bound of {max_rows} rows per chunk (only the first K "
+            f"rows of a chunk are executed). Return at most {max_rows} rows, or raise the bound with "
+            "--libero-max-chunk-rows N")
+
+
+def chunk_rows(raw: Any) -> int | None:
+    """The row count of a returned chunk read from its shape or length alone (no conversion), or
+    None when that cannot be told without converting it (then it is small enough to convert)."""
+    shape = getattr(raw, "shape", None)
+    if isinstance(shape, tuple):
+        return int(shape[0]) if len(shape) == 2 else None
+    if isinstance(raw, (list, tuple)) and raw and not isinstance(raw[0], (int, float, np.number)):
+        return len(raw)
+    return None
+
+
+def validate_chunk(raw: Any, max_rows: int = MAX_CHUNK_ROWS) -> np.ndarray:
     """Turn a policy's return value into a float64 (n, 7) chunk, or raise ActionError.
 
-    Accepted: an array-like of shape (7,) (a chunk of one) or (n, 7) with n >= 1, integer or
-    float dtype (bool is refused as a likely bug), every value finite and within [-1, 1]. Nothing
-    is clipped.
+    Accepted: an array-like of shape (7,) (a chunk of one) or (n, 7) with 1 <= n <= `max_rows`,
+    integer or float dtype (bool is refused as a likely bug), every value finite and within
+    [-1, 1]. Nothing is clipped. The length is checked from the shape first, so an oversized
+    chunk costs nothing to refuse.
     """
     if raw is None:
         raise ActionError("policy returned None; return an action chunk of shape (n, 7) or STOP")
+    rows = chunk_rows(raw)
+    if rows is not None and rows > max_rows:
+        raise ActionError(_too_long(rows, max_rows))
     try:
         array = np.asarray(raw)
     except (TypeError, ValueError) as exc:
@@ -204,6 +231,8 @@ def validate_chunk(raw: Any) -> np.ndarray:
         raise ActionError(
             f"action shape {np.shape(raw)} is not (7,) or (n, 7) with n >= 1; value {_describe(raw)}"
         )
+    if array.shape[0] > max_rows:
+        raise ActionError(_too_long(array.shape[0], max_rows))
     array = array.astype(np.float64)
     finite = np.isfinite(array)
     if not finite.all():

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from pytest_libero.core.cells import FAST_SEED
-from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION
+from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, MAX_CHUNK_ROWS, SETTLE_ACTION
 
 # Per-suite reference control caps and where each number comes from (PROTOCOL.md). Part of every
 # protocol identity. A perturbed suite named `<suite>_<perturbation>` (LIBERO-PRO) has its base
@@ -69,6 +69,10 @@ class Protocol:
     # core/benchmark.py); left out of as_dict for libero, so that LIBERO identities are unchanged.
     benchmark: str = "libero"
     benchmark_options: tuple[tuple[str, Any], ...] = ()
+    # The most rows a returned chunk may have; a longer one is a policy fault. It decides outcomes,
+    # so a run with another bound has its own identity; the default is left out of the settings,
+    # so every identity made before the bound existed is unchanged.
+    max_chunk_rows: int = MAX_CHUNK_ROWS
 
     def _benchmark_cap(self) -> tuple[int, str] | None:
         """A benchmark's own step cap (its options' control_cap and control_cap_source), if it has one."""
@@ -107,6 +111,8 @@ class Protocol:
         else:
             data["benchmark_options"] = dict(self.benchmark_options)
         data["horizons"] = {s: list(v) for s, v in REFERENCE_HORIZONS.items()}
+        if self.max_chunk_rows == MAX_CHUNK_ROWS:
+            del data["max_chunk_rows"]
         if self.overrides:
             data["overrides"] = {name: {"preset": preset, "run": run} for name, preset, run in self.overrides}
         else:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from pytest_libero.core.cells import Cell
+from pytest_libero.core.chunk_evidence import chunk_entry
 from pytest_libero.core.contract import STOP, Counters, Observation, seal_observation, validate_chunk
 from pytest_libero.errors import ActionError, EnvironmentFault, PolicyFault
 from pytest_libero.core.hashing import image_hashes
@@ -324,7 +325,7 @@ class _Rollout:
             result.message = f"policy returned STOP before native success: {result.counters_line()}"
             return None
         try:
-            chunk = validate_chunk(raw)
+            chunk = validate_chunk(raw, self.protocol.max_chunk_rows)
         except ActionError as exc:
             result.chunks.append({"policy_call": result.policy_calls, "invalid": _describe_raw(raw), "executed": 0})
             _policy_fault(result, f"invalid action at policy call {result.policy_calls}: {exc}", None)
@@ -345,8 +346,9 @@ class _Rollout:
             assert self.on_frame is not None
             self.on_frame(frame, step["success"] and index == len(step["frames"]) - 1)
         result.executed_controls = step["executed_total"]
-        result.chunks.append({"policy_call": result.policy_calls, "returned": chunk.tolist(),
-                              "dtype": str(np.asarray(raw).dtype), "executed": step["executed"]})
+        returned = np.asarray(raw)  # no copy of an array; a list is at most max_chunk_rows rows
+        result.chunks.append(chunk_entry(result.policy_calls, chunk, returned.dtype, returned.shape,
+                                         step["executed"]))
         if step["success"]:
             result.first_success_control = result.executed_controls
             result.first_success_policy_call = result.policy_calls
@@ -401,5 +403,9 @@ def _policy_fault(result: EpisodeResult, message: str, exc: BaseException | None
 def _describe_raw(raw: Any) -> dict[str, Any]:
     """What an invalid return value was, without trusting it to serialize."""
     shape = getattr(raw, "shape", None)
+    if isinstance(raw, (list, tuple)) and len(raw) > 8:  # repr of a long list costs its length
+        text = f"{repr(raw[:8])[:-1]}, ... ({len(raw)} items)]"
+    else:
+        text = repr(raw)  # numpy summarizes a large array's repr
     return {"type": type(raw).__name__, "dtype": str(getattr(raw, "dtype", "")) or None,
-            "shape": list(shape) if isinstance(shape, tuple) else None, "repr": repr(raw)[:300]}
+            "shape": list(shape) if isinstance(shape, tuple) else None, "repr": text[:300]}

@@ -22,7 +22,7 @@ import pytest
 from pytest_libero import benchmarks
 from pytest_libero.core.benchmark import BenchmarkAdapter, OptionSpec, Selection
 from pytest_libero.core.cells import FAST_SEED, Cell
-from pytest_libero.core.contract import TRACKS
+from pytest_libero.core.contract import MAX_CHUNK_ROWS, TRACKS
 from pytest_libero.core.fullmode import MODES
 from pytest_libero.core.policy import PolicySpec, parse_policy_kwargs
 from pytest_libero.core.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, Protocol
@@ -81,6 +81,11 @@ def addoptions(parser: pytest.Parser) -> None:
                     help="Controls executed from each chunk before a fresh observation (default "
                          f"{DEFAULT_REPLAN_INTERVAL}; in full mode the schedule's K, with robomemarena its preset's: "
                          "another value runs a named variant of the preset)")
+    group.addoption("--libero-max-chunk-rows", dest="libero_max_chunk_rows", type=int, default=MAX_CHUNK_ROWS,
+                    metavar="N",
+                    help="Most rows a policy's chunk may have; a longer chunk is a policy fault, refused from "
+                         f"its shape (default {MAX_CHUNK_ROWS}: published policies return 1-50 rows, the longest "
+                         "horizon is 520 controls; another value gives the run its own protocol identity)")
     group.addoption("--libero-policy", dest="libero_policy", default=None, metavar="NAME|FILE.py:FACTORY",
                     help="Policy to evaluate: a registered name (built-ins zero, random, demo, replay, openpi, "
                          "openvla-rest; names "
@@ -262,6 +267,9 @@ def build_run(config: pytest.Config) -> LiberoRun:
     calls = opt("libero_max_policy_calls")
     if replan is not None and replan < 1:
         raise pytest.UsageError(f"--libero-replan-interval {replan}: must be at least 1")
+    max_rows = opt("libero_max_chunk_rows")
+    if max_rows < 1:
+        raise pytest.UsageError(f"--libero-max-chunk-rows {max_rows}: must be at least 1 (default {MAX_CHUNK_ROWS})")
     if budget == "horizon" and calls is not None:
         raise pytest.UsageError(f"--libero-max-policy-calls {calls} applies only with --libero-budget decisions")
     if budget == "decisions":
@@ -280,7 +288,7 @@ def build_run(config: pytest.Config) -> LiberoRun:
     # A full-mode preset's K and track (and any command-line variant of them) come with the selection.
     policy_side = {"replan_interval": DEFAULT_REPLAN_INTERVAL if replan is None else replan,
                    "track": opt("libero_track") or "rgb"}
-    protocol = Protocol(scope=scope or "default", budget=budget, max_policy_calls=calls,
+    protocol = Protocol(scope=scope or "default", budget=budget, max_policy_calls=calls, max_chunk_rows=max_rows,
                         **{**policy_side, **selection.protocol})
     episode_timeout = opt("libero_episode_timeout")
     if episode_timeout is not None and not episode_timeout > 0:

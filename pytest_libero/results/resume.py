@@ -32,6 +32,7 @@ OPTION_OF = {
     "schedule": "--libero-schedule", "seeds": "--libero-seeds (full mode)",
     "init_states": "--libero-init-states (full mode)", "init_index": "--libero-mode/--libero-init-states",
     "seed": "--libero-mode/--libero-seeds", "overrides": "--libero-replan-interval/--libero-track (full mode)",
+    "max_chunk_rows": "--libero-max-chunk-rows",
     "benchmark": "--libero-benchmark", "benchmark_options": "the benchmark's options",
     "name": "--libero-policy", "kwargs": "--libero-policy-kwargs",
 }

@@ -8,6 +8,7 @@ cell without a record is unattempted.
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import statistics
 from pathlib import Path
@@ -37,29 +38,52 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[str], dict[str, dict[s
     selection = (_read(run_dir / "selection.json") or {}).get("cells", [])
     records: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
-    for path in sorted(run.episodes.glob("*.json")) if run.episodes.is_dir() else []:
-        if is_temporary(path):
-            continue
-        record = _read(path)
-        if record is None or not _valid(record):
-            problems.append(str(path))
-            continue
-        records[record["cell"]["id"]] = record
+    # Records are trees of JSON values (no reference cycles), kept alive until the end: the cyclic
+    # garbage collector, triggered again and again while thousands are read, would only walk them
+    # (a third of the time of reading 10,000 records; benchmarks/bench_evidence_scale.py).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for path in sorted(run.episodes.glob("*.json")) if run.episodes.is_dir() else []:
+            if is_temporary(path):
+                continue
+            record = _read(path)
+            if record is None or not _valid(record):
+                problems.append(str(path))
+                continue
+            records[record["cell"]["id"]] = record
+    finally:
+        if collecting:
+            gc.enable()
     return manifest, list(selection), records, problems
 
 
 @functools.cache  # one compiled validator per process, not one per record
 def _record_validator() -> Any:
-    import jsonschema
+    """catalog/schemas/episode_record.schema.json (the one schema) compiled to Python by
+    fastjsonschema: about 50x faster than jsonschema's interpreted Draft202012Validator on a
+    record (benchmarks/bench_evidence_scale.py), and a schema-2 record's actions are one string."""
+    import fastjsonschema
 
     from pytest_libero.core.data import SCHEMA_DIR
 
     schema = json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(schema)
+    return fastjsonschema.compile(schema)
+
+
+def record_problem(record: Any) -> str | None:
+    """Why `record` is not a schema-valid episode record (schema 1 or 2), or None when it is."""
+    import fastjsonschema
+
+    try:
+        _record_validator()(record)
+    except fastjsonschema.JsonSchemaException as exc:
+        return str(exc.message)
+    return None
 
 
 def _valid(record: Any) -> bool:
-    return bool(_record_validator().is_valid(record))
+    return record_problem(record) is None
 
 
 def _read(path: Path) -> Any:
@@ -94,9 +118,13 @@ def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]]) -> dict
     }
 
 
-def build_summary(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
-    """summary.json of a run folder of `adapter`'s benchmark."""
-    manifest, selection, records, problems = load_run(run_dir)
+Loaded = tuple[dict[str, Any], list[str], dict[str, dict[str, Any]], list[str]]  # what load_run returns
+
+
+def build_summary(run_dir: Path, adapter: BenchmarkAdapter, loaded: Loaded | None = None) -> dict[str, Any]:
+    """summary.json of a run folder of `adapter`'s benchmark; `loaded`: what load_run(run_dir)
+    returns, when the caller has it already (merge: it just read and checked every record)."""
+    manifest, selection, records, problems = loaded if loaded is not None else load_run(run_dir)
     cells = list(selection) + [c for c in records if c not in selection]
     suites = {s: group_stats([c for c in cells if c.startswith(s + "-")], records) for s in adapter.suites()}
     identities = sorted({r["identities"]["protocol"]["identity"] for r in records.values()})
@@ -240,11 +268,11 @@ def success_chart_png(summary: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def rebuild(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
+def rebuild(run_dir: Path, adapter: BenchmarkAdapter, loaded: Loaded | None = None) -> dict[str, Any]:
     """Write summary.json, success_rates.png and report.html into the run folder."""
     from pytest_libero.results.page import render_page
 
-    summary = build_summary(run_dir, adapter)
+    summary = build_summary(run_dir, adapter, loaded)
     if len(summary["protocol_identities"]) > 1:
         from pytest_libero.errors import LiberoError
 

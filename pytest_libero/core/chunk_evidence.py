@@ -1,0 +1,124 @@
+"""What an episode record keeps of each chunk a policy returned and of each observation it was
+delivered (record schema 2), and the readers that give them back from a record of either schema.
+
+The engine notes one entry per chunk (`chunk_entry`) and per observation; the record stores each
+list as one block of columns (`chunk_block`, `observation_block`), so that a record is a handful of
+long strings and short number lists instead of hundreds of small objects: JSON reading and schema
+checking cost about the same whatever the episode's length, and a record's size is bounded by the
+controls executed, not by what the policy returned:
+
+    "chunks": {"policy_call": [1, 2], "executed": [5, 5], "dtype": ["float32", "float32"],
+               "shape": [[50, 7], [50, 7]],
+               "sha256": "<sha256 hex of each validated chunk (float64, little-endian, row-major), concatenated>",
+               "actions_b64": ["<base64 of the executed rows in the returned dtype, little-endian>", ...],
+               "end": null | {"policy_call": 3, "stop": true} | {"policy_call": 3, "invalid": {...}, "executed": 0}}
+    "observations": {"policy_call": [1, 2], "executed_controls": [0, 5],
+                     "sha256": {"<camera>": "<image sha256 hex of each observation, concatenated>"},
+                     "state": [[...], ...]   (state tracks only)}
+
+The executed rows are exact: the engine executes float64(value) of each returned value, and the
+returned dtype holds that value exactly, so decoding and casting to float64 gives the executed
+actions bit for bit. Rows returned but not executed are known by the chunk's shape, dtype and
+hash only. Base64 rather than JSON numbers: 4 bytes of a float32 take 5.3 characters instead of
+about 11. Schema 1 kept arrays of entries, chunks with every returned row as JSON numbers
+(`returned`); the readers take both.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from pytest_libero.core.contract import ACTION_DIM
+
+HASH_HEX = 64  # characters of one sha256 hex digest in a concatenated column
+
+
+def _little_endian(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    return dtype.newbyteorder("<")
+
+
+def chunk_entry(policy_call: int, chunk: np.ndarray, returned_dtype: Any, returned_shape: tuple[int, ...],
+                executed: int) -> dict[str, Any]:
+    """The engine's note of a valid chunk: `chunk` is the validated float64 (n, 7) array;
+    `returned_dtype` and `returned_shape` are what the policy returned ((7,) or (n, 7)); the
+    executed rows are kept in that dtype."""
+    dtype = np.dtype(returned_dtype)
+    done = np.ascontiguousarray(chunk[:executed].astype(_little_endian(dtype)))
+    return {"policy_call": policy_call, "executed": int(executed), "dtype": str(dtype),
+            "shape": [int(n) for n in returned_shape],
+            "sha256": hashlib.sha256(np.ascontiguousarray(chunk, dtype="<f8").tobytes()).hexdigest(),
+            "actions_b64": base64.b64encode(done.tobytes()).decode("ascii")}
+
+
+def chunk_block(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The record's `chunks` (schema 2) from the engine's entries: `chunk_entry`s, then at most one
+    STOP (`{"policy_call", "stop": True}`) or invalid return (`{"policy_call", "invalid", "executed": 0}`)."""
+    valid = [e for e in entries if "actions_b64" in e]
+    ends = [e for e in entries if "actions_b64" not in e]
+    if len(ends) > 1 or (ends and entries[-1] is not ends[0]):
+        raise ValueError(f"a STOP or invalid chunk ends an episode: {len(ends)} such entries, not last")
+    return {"policy_call": [e["policy_call"] for e in valid], "executed": [e["executed"] for e in valid],
+            "dtype": [e["dtype"] for e in valid], "shape": [e["shape"] for e in valid],
+            "sha256": "".join(e["sha256"] for e in valid), "actions_b64": [e["actions_b64"] for e in valid],
+            "end": dict(ends[0]) if ends else None}
+
+
+def observation_block(observations: list[dict[str, Any]]) -> dict[str, Any]:
+    """The record's `observations` (schema 2) from the engine's entries ({"policy_call",
+    "executed_controls", "sha256": {camera: hex}, ["state"]}; every entry has the same cameras)."""
+    cameras = tuple(observations[0]["sha256"]) if observations else ()
+    block: dict[str, Any] = {"policy_call": [o["policy_call"] for o in observations],
+                             "executed_controls": [o["executed_controls"] for o in observations],
+                             "sha256": {camera: "".join(o["sha256"][camera] for o in observations)
+                                        for camera in cameras}}
+    if any("state" in o for o in observations):
+        block["state"] = [o.get("state") for o in observations]
+    return block
+
+
+def observation_entries(observations: Any) -> list[dict[str, Any]]:
+    """One {"policy_call", "executed_controls", "sha256": {camera: hex}} per delivered observation,
+    from a record's `observations` of either schema."""
+    if isinstance(observations, list):
+        return observations
+    hashes = observations["sha256"]
+    entries = []
+    for index, (call, controls) in enumerate(zip(observations["policy_call"], observations["executed_controls"],
+                                                 strict=True)):
+        entry = {"policy_call": call, "executed_controls": controls,
+                 "sha256": {camera: text[index * HASH_HEX:(index + 1) * HASH_HEX] for camera, text in hashes.items()}}
+        if "state" in observations:
+            entry["state"] = observations["state"][index]
+        entries.append(entry)
+    return entries
+
+
+def _decode(b64: str, dtype: str, executed: int, policy_call: Any) -> np.ndarray:
+    rows = np.frombuffer(base64.b64decode(b64, validate=True), dtype=_little_endian(np.dtype(dtype)))
+    rows = rows.reshape(-1, ACTION_DIM).astype(np.float64)
+    if rows.shape[0] != executed:
+        raise ValueError(f"the chunk of policy call {policy_call} holds {rows.shape[0]} executed rows but "
+                         f"says executed={executed}")
+    return rows
+
+
+def executed_actions(chunks: Any) -> np.ndarray:
+    """Every executed action of an episode, in order (float64, (controls, 7)): what a replay of the
+    recorded run executes. `chunks` is a record's `chunks` of schema 2 (a block) or schema 1 (an
+    array of entries), or the engine's entries (EpisodeResult.chunks)."""
+    if isinstance(chunks, dict):
+        parts = [_decode(b64, dtype, executed, call) for call, executed, dtype, b64 in zip(
+            chunks["policy_call"], chunks["executed"], chunks["dtype"], chunks["actions_b64"], strict=True)]
+    else:
+        parts = []
+        for entry in chunks:
+            if "actions_b64" in entry:
+                parts.append(_decode(entry["actions_b64"], entry["dtype"], entry["executed"], entry["policy_call"]))
+            elif "returned" in entry:  # schema 1: every returned row, as JSON numbers
+                rows = np.asarray(entry["returned"], dtype=np.float64).reshape(-1, ACTION_DIM)
+                parts.append(rows[: entry.get("executed") or 0])
+    return np.concatenate(parts) if parts else np.zeros((0, ACTION_DIM))
