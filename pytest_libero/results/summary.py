@@ -32,12 +32,23 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[str], dict[str, dict[str, Any]], list[str]]:
     """(manifest, selected cell ids, records by cell id, unreadable files) of a run folder."""
-    run = RunDir(run_dir)
-    manifest = load_manifest(run_dir)
-    selection = (_read(run_dir / "selection.json") or {}).get("cells", [])
+    records, _, problems = read_records(run_dir)
+    return load_manifest(run_dir), load_selection(run_dir), records, problems
+
+
+def load_selection(run_dir: Path) -> list[str]:
+    """The selected cell ids of selection.json ([] when missing or unreadable)."""
+    return list((_read(run_dir / "selection.json") or {}).get("cells", []))
+
+
+def read_records(run_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Path], list[str]]:
+    """(schema-valid records by cell id, the file each came from, unreadable files) of episodes/, each
+    file read once, in file-name order (a later file of the same cell wins)."""
+    episodes = RunDir(run_dir).episodes
     records: dict[str, dict[str, Any]] = {}
+    paths: dict[str, Path] = {}
     problems: list[str] = []
-    for path in sorted(run.episodes.glob("*.json")) if run.episodes.is_dir() else []:
+    for path in sorted(episodes.glob("*.json")) if episodes.is_dir() else []:
         if is_temporary(path):
             continue
         record = _read(path)
@@ -45,7 +56,8 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[str], dict[str, dict[s
             problems.append(str(path))
             continue
         records[record["cell"]["id"]] = record
-    return manifest, list(selection), records, problems
+        paths[record["cell"]["id"]] = path
+    return records, paths, problems
 
 
 @functools.cache  # one compiled validator per process, not one per record
@@ -105,9 +117,15 @@ def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]]) -> dict
     }
 
 
-def build_summary(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
-    """summary.json of a run folder of `adapter`'s benchmark."""
-    manifest, selection, records, problems = load_run(run_dir)
+def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
+                  records: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """summary.json of a run folder of `adapter`'s benchmark. `records`: the folder's episodes/ as
+    read_records would return them (its order), when the caller already holds them (merge wrote them);
+    episodes/ is then not read again."""
+    if records is None:
+        manifest, selection, records, problems = load_run(run_dir)
+    else:
+        manifest, selection, problems = load_manifest(run_dir), load_selection(run_dir), []
     chosen = set(selection)
     cells = list(selection) + [c for c in records if c not in chosen]
     suites = {s: group_stats([c for c in cells if c.startswith(s + "-")], records) for s in adapter.suites()}
@@ -252,11 +270,13 @@ def success_chart_png(summary: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def rebuild(run_dir: Path, adapter: BenchmarkAdapter) -> dict[str, Any]:
-    """Write summary.json, success_rates.png and report.html into the run folder."""
+def rebuild(run_dir: Path, adapter: BenchmarkAdapter,
+            records: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Write summary.json, success_rates.png and report.html into the run folder (`records`: see
+    build_summary)."""
     from pytest_libero.results.page import render_page
 
-    summary = build_summary(run_dir, adapter)
+    summary = build_summary(run_dir, adapter, records)
     if len(summary["protocol_identities"]) > 1:
         from pytest_libero.errors import LiberoError
 
