@@ -30,7 +30,7 @@ class MergeError(LiberoError):
     """The folders cannot be merged (different identities, not run folders, a foreign OUT_DIR)."""
 
 
-def _load(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]], dict[str, Path]]:
+def _load(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]], dict[str, str]]:
     """(run.json, selection.json, records by cell id, the file of each record) of a shard folder."""
     from pytest_libero.results.summary import load_manifest, read_records
 
@@ -80,7 +80,7 @@ def _link_or_copy(source: Path, target: Path) -> None:
         write_bytes_atomic(target, source.read_bytes())
 
 
-def _link_record(source: Path, target: Path) -> bool:
+def _link_record(source: str, target: Path) -> bool:
     """Hard-link a shard's record file into OUT_DIR/episodes (the shard wrote it atomically and never
     rewrites it in place: a resume replaces records, moving the old file); False when no link can be
     made (another file system), and the caller writes the record instead."""
@@ -112,7 +112,7 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
     _same({d: (s.get("shard") or {}).get("count") for d, (_, s, _, _) in loaded.items()}, "shard count")
     first_manifest, first_selection, _, _ = next(iter(loaded.values()))
     cells: list[str] = list(first_selection.get("unsharded_cells", first_selection.get("cells", [])))
-    chosen: dict[str, tuple[Path, dict[str, Any], Path]] = {}
+    chosen: dict[str, tuple[Path, dict[str, Any], str]] = {}
     for folder, (_, _, records, paths) in loaded.items():
         for cell, record in records.items():
             # A completed episode over an error over one that never ran; then the latest.
@@ -133,7 +133,7 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
         if video:
             _link_or_copy(source / video["path"], out_dir / video["path"])
         record_path = target.record_path(cell)
-        if path.name == record_path.name and _link_record(path, record_path):
+        if os.path.basename(path) == record_path.name and _link_record(path, record_path):
             merged[cell] = record
         else:
             write_json_atomic(record_path, record)

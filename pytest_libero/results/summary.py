@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import statistics
 from pathlib import Path
 from typing import Any, Mapping
@@ -41,19 +42,24 @@ def load_selection(run_dir: Path) -> list[str]:
     return list((_read(run_dir / "selection.json") or {}).get("cells", []))
 
 
-def read_records(run_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Path], list[str]]:
+def read_records(run_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, str], list[str]]:
     """(schema-valid records by cell id, the file each came from, unreadable files) of episodes/, each
     file read once, in file-name order (a later file of the same cell wins)."""
-    episodes = RunDir(run_dir).episodes
+    episodes = str(RunDir(run_dir).episodes)
     records: dict[str, dict[str, Any]] = {}
-    paths: dict[str, Path] = {}
+    paths: dict[str, str] = {}
     problems: list[str] = []
-    for path in sorted(episodes.glob("*.json")) if episodes.is_dir() else []:
-        if is_temporary(path):
+    try:
+        names = sorted(name for name in os.listdir(episodes) if name.endswith(".json"))
+    except OSError:  # no episodes/ (yet)
+        names = []
+    for name in names:
+        if is_temporary(Path(name)):
             continue
-        record = _read(path)
+        path = os.path.join(episodes, name)
+        record = _read_text(path)
         if record is None or not _valid(record):
-            problems.append(str(path))
+            problems.append(path)
             continue
         records[record["cell"]["id"]] = record
         paths[record["cell"]["id"]] = path
@@ -75,8 +81,13 @@ def _valid(record: Any) -> bool:
 
 
 def _read(path: Path) -> Any:
+    return _read_text(str(path))
+
+
+def _read_text(path: str) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as stream:
+            return json.loads(stream.read())
     except (OSError, ValueError):
         return None
 
