@@ -80,7 +80,7 @@ def _link_or_copy(source: Path, target: Path) -> None:
         write_bytes_atomic(target, source.read_bytes())
 
 
-def _link_record(source: str, target: Path) -> bool:
+def _link_record(source: str, target: str) -> bool:
     """Hard-link a shard's record file into OUT_DIR/episodes (the shard wrote it atomically and never
     rewrites it in place: a resume replaces records, moving the old file); False when no link can be
     made (another file system), and the caller writes the record instead."""
@@ -128,16 +128,17 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
     # hard-linked (one directory fsync for them all), or, where no link can be made or the file is not
     # named after its cell, written anew; a record written anew is read back as written (sorted keys).
     merged: dict[str, dict[str, Any]] = {}
+    episodes = str(target.episodes)
     for cell, (source, record, path) in sorted(chosen.items(), key=lambda item: f"{item[0]}.json"):
         video = record.get("video")
         if video:
             _link_or_copy(source / video["path"], out_dir / video["path"])
-        record_path = target.record_path(cell)
-        if os.path.basename(path) == record_path.name and _link_record(path, record_path):
+        name = f"{cell}.json"  # RunDir.record_path's name, as a string (thousands of records)
+        if os.path.basename(path) == name and _link_record(path, os.path.join(episodes, name)):
             merged[cell] = record
         else:
-            write_json_atomic(record_path, record)
-            merged[cell] = json.loads(record_path.read_text(encoding="utf-8"))
+            write_json_atomic(target.record_path(cell), record)
+            merged[cell] = json.loads(target.record_path(cell).read_text(encoding="utf-8"))
     _fsync_dir(target.episodes)
     shards = {d: s.get("shard") for d, (_, s, _, _) in loaded.items()}
     count = next((s["count"] for s in shards.values() if s), None)
