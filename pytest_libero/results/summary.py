@@ -7,12 +7,14 @@ cell without a record is unattempted.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import json
 import os
 import statistics
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import is_temporary, write_bytes_atomic, write_json_atomic
@@ -53,17 +55,32 @@ def read_records(run_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, st
         names = sorted(name for name in os.listdir(episodes) if name.endswith(".json"))
     except OSError:  # no episodes/ (yet)
         names = []
-    for name in names:
-        if is_temporary(Path(name)):
-            continue
-        path = os.path.join(episodes, name)
-        record = _read_text(path)
-        if record is None or not _valid(record):
-            problems.append(path)
-            continue
-        records[record["cell"]["id"]] = record
-        paths[record["cell"]["id"]] = path
+    with gc_paused():
+        for name in names:
+            if is_temporary(Path(name)):
+                continue
+            path = os.path.join(episodes, name)
+            record = _read_text(path)
+            if record is None or not _valid(record):
+                problems.append(path)
+                continue
+            records[record["cell"]["id"]] = record
+            paths[record["cell"]["id"]] = path
     return records, paths, problems
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a bulk step (reading thousands of records, building
+    their summary), as it was before it. Decoded JSON holds no reference cycles, yet each collection
+    walks every live object: with 10,000 records alive the collections took half the reading time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @functools.cache  # one compiled validator per process, not one per record
@@ -287,7 +304,8 @@ def rebuild(run_dir: Path, adapter: BenchmarkAdapter,
     build_summary)."""
     from pytest_libero.results.page import render_page
 
-    summary = build_summary(run_dir, adapter, records)
+    with gc_paused():
+        summary = build_summary(run_dir, adapter, records)
     if len(summary["protocol_identities"]) > 1:
         from pytest_libero.errors import LiberoError
 
