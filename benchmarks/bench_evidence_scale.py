@@ -102,8 +102,8 @@ def page_share(out: Path) -> dict[str, float]:
 
     adapter = benchmarks.for_run_folder(out)
     found: dict[str, Any] = {}
-    parts = {"read + check": timed(lambda: found.update(loaded=summary_module.load_run(out)))}
-    parts["summary"] = timed(lambda: found.update(s=summary_module.build_summary(out, adapter, found["loaded"])))
+    parts = {"read + check": timed(lambda: found.update(loaded=summary_module.read_records(out)))}
+    parts["summary"] = timed(lambda: found.update(s=summary_module.build_summary(out, adapter, found["loaded"][0])))
     parts["chart"] = timed(lambda: found.update(c=summary_module.success_chart_png(found["s"])))
     parts["page"] = timed(lambda: render_page(found["s"], found["c"], adapter))
     return parts

@@ -8,6 +8,7 @@ file): a test fixture, not evidence. No videos: the real run's page is the one w
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from liberoplus_helpers import write_classification
@@ -41,16 +42,27 @@ def write_plus_run(path: Path) -> Path:
     spec = {"name": "zero", "kwargs": {}}
     write_json_atomic(path / "run.json", run_manifest(path.name, "zero", settings, identity, spec, ["pytest"],
                                                       source=PLUS.source, gpus=[]))
+    # One record per outcome, serialized once around a marker; each variant then only serializes its
+    # `cell` block (what differs) into it, and the files are written plainly.
+    marker = '"@cell@"'
+    templates = {}
+    for outcome in TERMINATION:
+        record = placeholder_record(lp.variant_id(lp.SUITES[0], 0), outcome, f"synthetic {outcome}", adapter=PLUS,
+                                    context=context, protocol=settings, identity=identity, worker="main",
+                                    policy_profile={"spec": spec, "kind": "diagnostic"})
+        record["outcome"].update(termination=TERMINATION[outcome], terminated=outcome == "success",
+                                 truncated=outcome == "failure")
+        record["cell"] = marker[1:-1]
+        templates[outcome] = json.dumps(record).split(marker)
+    folder = str(run.episodes)
     cells = []
     for suite in lp.SUITES:
         for index in range(lp.COUNTS[suite]):
             cell, outcome = lp.variant_id(suite, index), outcome_of(index)
-            record = placeholder_record(cell, outcome, f"synthetic {outcome}", adapter=PLUS, context=context,
-                                        protocol=settings, identity=identity, worker="main",
-                                        policy_profile={"spec": spec, "kind": "diagnostic"})
-            record["outcome"].update(termination=TERMINATION[outcome], terminated=outcome == "success",
-                                     truncated=outcome == "failure")
-            run.record_path(cell).write_text(json.dumps(record), encoding="utf-8")
+            before, after = templates[outcome]
+            text = before + json.dumps(PLUS.cell_fields(cell, settings, context, bulk=True)) + after
+            with open(os.path.join(folder, f"{cell}.json"), "w", encoding="utf-8") as stream:
+                stream.write(text)
             cells.append(cell)
     write_json_atomic(path / "selection.json", {"schema_version": 1, "cells": cells})
     return path

@@ -48,10 +48,24 @@ def project(pytester):
     return configure
 
 
-def test_wilson_interval_comes_from_scipy_and_brackets_the_rate():
+def test_wilson_interval_is_scipys_to_the_last_bit_and_brackets_the_rate():
+    import random
+
+    from scipy.special import ndtri
+    from scipy.stats import binomtest
+
+    from pytest_libero.core.statistics import Z95
+
     stat = wilson(3, 10)
     assert stat["rate"] == 0.3 and stat["ci95"] == pytest.approx([0.1078, 0.6032], abs=1e-4)
     assert wilson(0, 0) == {"rate": None, "ci95": None, "successes": 0, "trials": 0}
+    assert Z95 == float(ndtri(0.975))
+    pick = random.Random(15)
+    pairs = [(k, n) for n in range(1, 41) for k in range(n + 1)]
+    pairs += [(k, n) for n in (pick.randint(41, 20000) for _ in range(300)) for k in (0, n, pick.randint(0, n))]
+    for k, n in pairs:  # the same floats as scipy's: summary.json stays byte-identical
+        interval = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        assert wilson(k, n)["ci95"] == [float(interval.low), float(interval.high)], (k, n)
 
 
 def test_atomic_json_leaves_no_temporary(tmp_path):

@@ -97,3 +97,38 @@ def test_merge_refuses_different_protocols(pytester):
     (a,), (b,) = run_dirs(project / "a"), run_dirs(project / "b")
     done = merge(project, project / "merged", a, b)
     assert done.returncode == 1 and "differ in protocol identity" in done.stderr
+
+
+def test_merge_links_the_shards_records_and_summarizes_them_as_a_fresh_report_would(tmp_path):
+    """merge builds summary.json from the records it read in the shards (not reading the merged folder
+    again): the same bytes as `report` of the merged folder; the records are the shards' files, linked;
+    a cell both shards recorded keeps the completed record."""
+    from run_folders import full_protocol, write_run
+
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
+    from pytest_libero.results.merge import merge as merge_folders
+    from pytest_libero.results.summary import rebuild
+
+    protocol = full_protocol("standard", seeds=(1000, 2000), scope="development")
+    outcomes = {f"libero_10-t{t:02d}-s{i:02d}-seed{seed}": ("success", "failure", "env_error", "not_run")[(t + i) % 4]
+                for t in range(3) for i in range(3) for seed in (1000, 2000)}
+    cells = list(outcomes)
+    halves = [cells[0::2], cells[1::2]]
+    shards = []
+    for index, half in enumerate(halves, start=1):
+        shard = write_run(tmp_path / f"shard{index}", protocol, {c: outcomes[c] for c in half})
+        (shard / "selection.json").write_text(json.dumps({"schema_version": 1, "cells": half, "unsharded_cells": cells,
+                                                          "shard": {"index": index, "count": 2}}))
+        shards.append(shard)
+    # Shard 2 also holds an errored attempt of a cell shard 1 completed: the completed one is kept.
+    twice = halves[0][0]
+    write_run(tmp_path / "extra", protocol, {twice: "env_error"})
+    (tmp_path / "extra" / "episodes" / f"{twice}.json").rename(shards[1] / "episodes" / f"{twice}.json")
+    merged = tmp_path / "merged"
+    summary = merge_folders(merged, shards, LIBERO)
+    assert summary["overall"]["selected"] == len(cells)
+    assert (merged / "episodes" / f"{twice}.json").samefile(shards[0] / "episodes" / f"{twice}.json")
+    assert all((merged / "episodes" / f"{c}.json").samefile(shards[1] / "episodes" / f"{c}.json") for c in halves[1])
+    written = {name: (merged / name).read_bytes() for name in ("summary.json", "report.html")}
+    rebuild(merged, LIBERO)  # `python -m pytest_libero report merged`: reads every record
+    assert {name: (merged / name).read_bytes() for name in written} == written

@@ -98,8 +98,8 @@ def remove_temporaries(run_dir: Path) -> list[str]:
     for folder in (run_dir, run_dir / "episodes", run_dir / "videos"):
         if not folder.is_dir():
             continue
-        for path in sorted(folder.iterdir()):
-            if path.is_file() and is_temporary(path):
+        for path in sorted(p for p in folder.iterdir() if is_temporary(p)):  # by name, then a stat each
+            if path.is_file():
                 path.unlink(missing_ok=True)
                 removed.append(path.relative_to(run_dir).as_posix())
     return removed

@@ -3,10 +3,11 @@
 Each shard's selection.json names the whole (unsharded) selection and the shard's part of it,
 so the merged selection is the whole selection even when a shard folder is missing, and the
 cells of a missing or dead shard come out unattempted. Records and videos are hard-linked
-(copied across file systems) into OUT_DIR; summary.json and report.html are then rebuilt there
-from the records as read (each is read and checked once). Folders of different protocol
-identities or policies are refused. A cell recorded by two folders (a shard run twice) keeps its
-most complete record, then the latest.
+(copied across file systems) into OUT_DIR: a shard writes each record atomically and never
+rewrites one in place. summary.json and report.html are then rebuilt there, from the records as
+read from the shards (read once). Folders of different protocol identities or policies are
+refused. A cell recorded by two folders (a shard run twice) keeps its most complete record, then
+the latest.
 """
 
 from __future__ import annotations
@@ -22,21 +23,22 @@ from pytest_libero.errors import LiberoError
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.protocol import setting_differences
 from pytest_libero.results.files import fsync_dir, write_bytes_atomic, write_json_atomic
-from pytest_libero.results.records import RunDir, write_record
+from pytest_libero.results.records import RunDir
 
 
 class MergeError(LiberoError):
     """The folders cannot be merged (different identities, not run folders, a foreign OUT_DIR)."""
 
 
-def _load(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
-    from pytest_libero.results.summary import load_run
+def _load(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]], dict[str, str]]:
+    """(run.json, selection.json, records by cell id, the file of each record) of a shard folder."""
+    from pytest_libero.results.summary import load_manifest, read_records
 
     if not (run_dir / "run.json").is_file() or not (run_dir / "selection.json").is_file():
         raise MergeError(f"{run_dir} is not a pytest-libero run folder with run.json and selection.json")
-    manifest, _, records, _ = load_run(run_dir)  # schema-valid records only
+    records, paths, _ = read_records(run_dir)
     selection = json.loads((run_dir / "selection.json").read_text(encoding="utf-8"))
-    return manifest, selection, records
+    return load_manifest(run_dir), selection, records, paths
 
 
 def _same(values: dict[str, Any], what: str) -> None:
@@ -78,49 +80,65 @@ def _link_or_copy(source: Path, target: Path) -> None:
         write_bytes_atomic(target, source.read_bytes())
 
 
+def _link_record(source: str, target: str) -> bool:
+    """Hard-link a shard's record file into OUT_DIR/episodes (the shard wrote it atomically and never
+    rewrites it in place: a resume replaces records, moving the old file); False when no link can be
+    made (another file system), and the caller writes the record instead."""
+    try:
+        os.link(source, target)
+    except OSError:
+        return False
+    return True
+
+
 def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dict[str, Any]:
     """Merge shard folders of `adapter`'s benchmark into `out_dir`; return the rebuilt summary plus
     `merge` (what came from where)."""
     from pytest_libero.results.summary import rebuild
 
     loaded = {str(d): _load(d) for d in run_dirs}
-    _same_protocol({d: m.get("protocol") or {} for d, (m, _, _) in loaded.items()})
-    _same({d: m.get("policy") for d, (m, _, _) in loaded.items()}, "policy (model profile spec)")
-    _same({d: s.get("unsharded_cells", s.get("cells")) for d, (_, s, _) in loaded.items()},
+    _same_protocol({d: m.get("protocol") or {} for d, (m, _, _, _) in loaded.items()})
+    _same({d: m.get("policy") for d, (m, _, _, _) in loaded.items()}, "policy (model profile spec)")
+    _same({d: s.get("unsharded_cells", s.get("cells")) for d, (_, s, _, _) in loaded.items()},
           "their unsharded selection (scope, suite or task ids)")
-    _same({d: (s.get("shard") or {}).get("count") for d, (_, s, _) in loaded.items()}, "shard count")
-    first_manifest, first_selection, _ = next(iter(loaded.values()))
+    _same({d: (s.get("shard") or {}).get("count") for d, (_, s, _, _) in loaded.items()}, "shard count")
+    first_manifest, first_selection, _, _ = next(iter(loaded.values()))
     cells: list[str] = list(first_selection.get("unsharded_cells", first_selection.get("cells", [])))
-    chosen: dict[str, tuple[Path, dict[str, Any]]] = {}
-    for folder, (_, _, records) in loaded.items():
+    chosen: dict[str, tuple[Path, dict[str, Any], str]] = {}
+    for folder, (_, _, records, paths) in loaded.items():
         for cell, record in records.items():
             # A completed episode over an error over one that never ran; then the latest.
             key = (completeness(record["outcome"]["outcome"]), record.get("finished", ""))
             held = chosen.get(cell)
             if held is None or key > (completeness(held[1]["outcome"]["outcome"]), held[1].get("finished", "")):
-                chosen[cell] = (Path(folder), record)
+                chosen[cell] = (Path(folder), record, paths[cell])
     _prepare_out(out_dir)
     target = RunDir(out_dir)
-    for cell, (source, record) in sorted(chosen.items()):
+    target.episodes.mkdir(parents=True, exist_ok=True)
+    # The merged records, in the order summary.read_records reads the folder (file names), so that the
+    # summary is built from them without reading every record again. A record is the shard's file,
+    # hard-linked (one directory fsync for them all), or, where no link can be made or the file is not
+    # named after its cell, written anew; a record written anew is read back as written (sorted keys).
+    merged: dict[str, dict[str, Any]] = {}
+    episodes = str(target.episodes)
+    for cell, (source, record, path) in sorted(chosen.items(), key=lambda item: f"{item[0]}.json"):
         video = record.get("video")
         if video:
             _link_or_copy(source / video["path"], out_dir / video["path"])
-        # A record is never changed in place (a rewrite is a new file renamed over it), so a hard
-        # link is an exact, durable copy: no rewrite and no fsync per record (7 ms each here).
-        read_from = RunDir(source).record_path(cell)
-        if read_from.is_file():
-            _link_or_copy(read_from, target.record_path(cell))
+        name = f"{cell}.json"  # RunDir.record_path's name, as a string (thousands of records)
+        if os.path.basename(path) == name and _link_record(path, os.path.join(episodes, name)):
+            merged[cell] = record
         else:
-            write_record(target, record)
-    if target.episodes.is_dir():
-        fsync_dir(target.episodes)
-    shards = {d: s.get("shard") for d, (_, s, _) in loaded.items()}
+            write_json_atomic(target.record_path(cell), record)
+            merged[cell] = json.loads(target.record_path(cell).read_text(encoding="utf-8"))
+    fsync_dir(target.episodes)
+    shards = {d: s.get("shard") for d, (_, s, _, _) in loaded.items()}
     count = next((s["count"] for s in shards.values() if s), None)
     present = sorted({s["index"] for s in shards.values() if s})
     provenance = {
         "schema_version": 1, "sources": [{"folder": d, "run_id": m.get("run_id"), "shard": s.get("shard"),
-                                          "records": sum(1 for f, _ in chosen.values() if str(f) == d)}
-                                         for d, (m, s, _) in loaded.items()],
+                                          "records": sum(1 for f, _, _ in chosen.values() if str(f) == d)}
+                                         for d, (m, s, _, _) in loaded.items()],
         "missing_shards": [k for k in range(1, count + 1) if k not in present] if count else [],
     }
     manifest = dict(first_manifest, run_id=out_dir.name, merged_from=provenance["sources"])
@@ -128,8 +146,6 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
     write_json_atomic(out_dir / "run.json", manifest)
     write_json_atomic(out_dir / "selection.json", {"schema_version": 1, "cells": cells})
     write_json_atomic(out_dir / "merge.json", provenance)
-    # The merged records were read and checked above (and episodes/ holds only them): the summary
-    # is built from them rather than from reading and checking every record again.
-    summary = rebuild(out_dir, adapter, (manifest, cells, {c: r for c, (_, r) in sorted(chosen.items())}, []))
+    summary = rebuild(out_dir, adapter, merged)
     summary["merge"] = provenance
     return summary

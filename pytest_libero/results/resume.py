@@ -81,7 +81,8 @@ def completed_cells(run_dir: Path, protocol: dict[str, Any], identity: str, poli
             _refuse(run_dir, "protocol", _differences(settings, protocol) or ["protocol identity"])
         if manifest.get("policy") != as_stored(policy_spec):
             _refuse(run_dir, "policy", _differences(manifest.get("policy"), policy_spec))
-    keep = COMPLETED | ERRORS if keep_errors else COMPLETED
+    keep = {outcome.value for outcome in (COMPLETED | ERRORS if keep_errors else COMPLETED)}
+    stored_spec = as_stored(policy_spec)  # once, not once a record
     kept: dict[str, dict[str, Any]] = {}
     for cell, record in records.items():
         ids = record["identities"]
@@ -89,9 +90,9 @@ def completed_cells(run_dir: Path, protocol: dict[str, Any], identity: str, poli
             _refuse(run_dir, f"record {cell}'s protocol",
                     _differences(ids["protocol"]["settings"], protocol) or ["protocol identity"])
         spec = (ids.get("model_profile") or {}).get("spec")
-        if spec != as_stored(policy_spec):
+        if spec != stored_spec:
             _refuse(run_dir, f"record {cell}'s policy", _differences(spec, policy_spec))
-        if Outcome(record["outcome"]["outcome"]) in keep:
+        if Outcome(record["outcome"]["outcome"]).value in keep:
             kept[cell] = record
     return kept
 

@@ -7,12 +7,14 @@ cell without a record is unattempted.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import json
+import os
 import statistics
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import is_temporary, write_bytes_atomic, write_json_atomic
@@ -33,29 +35,52 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[str], dict[str, dict[str, Any]], list[str]]:
     """(manifest, selected cell ids, records by cell id, unreadable files) of a run folder."""
-    run = RunDir(run_dir)
-    manifest = load_manifest(run_dir)
-    selection = (_read(run_dir / "selection.json") or {}).get("cells", [])
+    records, _, problems = read_records(run_dir)
+    return load_manifest(run_dir), load_selection(run_dir), records, problems
+
+
+def load_selection(run_dir: Path) -> list[str]:
+    """The selected cell ids of selection.json ([] when missing or unreadable)."""
+    return list((_read(run_dir / "selection.json") or {}).get("cells", []))
+
+
+def read_records(run_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, str], list[str]]:
+    """(schema-valid records by cell id, the file each came from, unreadable files) of episodes/, each
+    file read once, in file-name order (a later file of the same cell wins)."""
+    episodes = str(RunDir(run_dir).episodes)
     records: dict[str, dict[str, Any]] = {}
+    paths: dict[str, str] = {}
     problems: list[str] = []
-    # Records are trees of JSON values (no reference cycles), kept alive until the end: the cyclic
-    # garbage collector, triggered again and again while thousands are read, would only walk them
-    # (a third of the time of reading 10,000 records; benchmarks/bench_evidence_scale.py).
-    collecting = gc.isenabled()
-    gc.disable()
     try:
-        for path in sorted(run.episodes.glob("*.json")) if run.episodes.is_dir() else []:
-            if is_temporary(path):
+        names = sorted(name for name in os.listdir(episodes) if name.endswith(".json"))
+    except OSError:  # no episodes/ (yet)
+        names = []
+    with gc_paused():
+        for name in names:
+            if is_temporary(Path(name)):
                 continue
-            record = _read(path)
+            path = os.path.join(episodes, name)
+            record = _read_text(path)
             if record is None or not _valid(record):
-                problems.append(str(path))
+                problems.append(path)
                 continue
             records[record["cell"]["id"]] = record
+            paths[record["cell"]["id"]] = path
+    return records, paths, problems
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a bulk step (reading thousands of records, building
+    their summary), as it was before it. Decoded JSON holds no reference cycles, yet each collection
+    walks every live object: with 10,000 records alive the collections took half the reading time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
-        if collecting:
+        if enabled:
             gc.enable()
-    return manifest, list(selection), records, problems
 
 
 @functools.cache  # one compiled validator per process, not one per record
@@ -87,10 +112,19 @@ def _valid(record: Any) -> bool:
 
 
 def _read(path: Path) -> Any:
+    return _read_text(str(path))
+
+
+def _read_text(path: str) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as stream:
+            return json.loads(stream.read())
     except (OSError, ValueError):
         return None
+
+
+# Each outcome's value -> (its value, its pytest status): group_stats reads thousands of records a report.
+_STATUS_OF = {outcome.value: (outcome.value, status(outcome)) for outcome in Outcome}
 
 
 def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
@@ -98,13 +132,20 @@ def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]]) -> dict
     counts = {"selected": len(cells), **dict.fromkeys(STATUSES, 0)}
     by_outcome = {outcome.value: 0 for outcome in Outcome}
     first_success = []
+    not_run = _STATUS_OF[Outcome.NOT_RUN.value]
     for cell in cells:
         record = records.get(cell)
-        outcome = Outcome(record["outcome"]["outcome"]) if record else Outcome.NOT_RUN
-        by_outcome[outcome.value] += 1
-        counts[status(outcome)] += 1
-        if outcome == Outcome.SUCCESS and record and record["outcome"]["first_success_control"] is not None:
-            first_success.append(record["outcome"]["first_success_control"])
+        if record is None:
+            value, state = not_run
+        else:
+            ended = record["outcome"]
+            known = _STATUS_OF.get(ended["outcome"])
+            # A name not in Outcome raises UnknownOutcome, as before.
+            value, state = known if known is not None else _STATUS_OF[Outcome(ended["outcome"]).value]
+            if value == "success" and ended["first_success_control"] is not None:
+                first_success.append(ended["first_success_control"])
+        by_outcome[value] += 1
+        counts[state] += 1
     completed = counts["passed"] + counts["failed"]
     return {
         **counts, "by_outcome": by_outcome,
@@ -118,14 +159,17 @@ def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]]) -> dict
     }
 
 
-Loaded = tuple[dict[str, Any], list[str], dict[str, dict[str, Any]], list[str]]  # what load_run returns
-
-
-def build_summary(run_dir: Path, adapter: BenchmarkAdapter, loaded: Loaded | None = None) -> dict[str, Any]:
-    """summary.json of a run folder of `adapter`'s benchmark; `loaded`: what load_run(run_dir)
-    returns, when the caller has it already (merge: it just read and checked every record)."""
-    manifest, selection, records, problems = loaded if loaded is not None else load_run(run_dir)
-    cells = list(selection) + [c for c in records if c not in selection]
+def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
+                  records: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """summary.json of a run folder of `adapter`'s benchmark. `records`: the folder's episodes/ as
+    read_records would return them (its order), when the caller already holds them (merge wrote them);
+    episodes/ is then not read again."""
+    if records is None:
+        manifest, selection, records, problems = load_run(run_dir)
+    else:
+        manifest, selection, problems = load_manifest(run_dir), load_selection(run_dir), []
+    chosen = set(selection)
+    cells = list(selection) + [c for c in records if c not in chosen]
     suites = {s: group_stats([c for c in cells if c.startswith(s + "-")], records) for s in adapter.suites()}
     identities = sorted({r["identities"]["protocol"]["identity"] for r in records.values()})
     task = {c: task_of(c, records.get(c), adapter) for c in cells}
@@ -268,11 +312,14 @@ def success_chart_png(summary: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def rebuild(run_dir: Path, adapter: BenchmarkAdapter, loaded: Loaded | None = None) -> dict[str, Any]:
-    """Write summary.json, success_rates.png and report.html into the run folder."""
+def rebuild(run_dir: Path, adapter: BenchmarkAdapter,
+            records: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Write summary.json, success_rates.png and report.html into the run folder (`records`: see
+    build_summary)."""
     from pytest_libero.results.page import render_page
 
-    summary = build_summary(run_dir, adapter, loaded)
+    with gc_paused():
+        summary = build_summary(run_dir, adapter, records)
     if len(summary["protocol_identities"]) > 1:
         from pytest_libero.errors import LiberoError
 

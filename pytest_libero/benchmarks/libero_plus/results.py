@@ -56,22 +56,33 @@ def _key(record: dict[str, Any] | None) -> tuple[str, int | None, str | None]:
 
 def results(cells: list[str], records: Mapping[str, dict[str, Any]], group: Group) -> dict[str, Any] | None:
     """The LIBERO-plus block of summary.json; None when the run has no LIBERO-plus cell."""
-    plus = [c for c in cells if lp.parse_variant_id(c) is not None]
-    if not plus:
+    info: dict[str, tuple[str, str, int | None, str | None]] = {}
+    for cell in cells:
+        variant = lp.parse_variant_id(cell)
+        if variant is not None:
+            info[cell] = (variant[0], *_key(records.get(cell)))
+    if not info:
         return None
-    info = {c: (lp.parse_variant_id(c)[0], *_key(records.get(c))) for c in plus}  # type: ignore[index]
+    plus = list(info)
+    # One pass puts every variant in its table cell and its rows (in the run's order); the table and the
+    # rows then take their groups in the catalog's order.
+    cells_of: dict[tuple[Any, ...], list[str]] = {}
+    rows_of: tuple[dict[Any, list[str]], ...] = ({}, {}, {})
+    for cell, (suite, category, level, _) in info.items():
+        cells_of.setdefault((suite, category, level), []).append(cell)
+        for index, value in enumerate((suite, category, level)):
+            rows_of[index].setdefault(value, []).append(cell)
     table = []
     for suite in lp.SUITES:
         for category in (*lp.CATEGORIES, UNKNOWN):
             for level in (*lp.DIFFICULTIES, None):
-                members = [c for c, (s, k, d, _) in info.items() if (s, k, d) == (suite, category, level)]
+                members = cells_of.get((suite, category, level))
                 if members:
                     table.append({"suite": suite, "category": category, "difficulty": level,
                                   **group(members)})
 
     def rows(index: int, values: tuple[Any, ...]) -> dict[str, Any]:
-        return {str(v): group([c for c, i in info.items() if i[index] == v])
-                for v in values if any(i[index] == v for i in info.values())}
+        return {str(v): group(rows_of[index][v]) for v in values if v in rows_of[index]}
 
     skipped = [c for c, i in info.items() if i[3] == "missing"]
     reasons = Counter(records[c]["cell"]["benchmark"]["assets"]["missing"][0].rsplit("/", 1)[0] + "/"
