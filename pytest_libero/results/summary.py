@@ -93,16 +93,17 @@ def _record_validator() -> Any:
     from pytest_libero.core.data import SCHEMA_DIR
 
     schema = json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8"))
-    return fastjsonschema.compile(schema)
+    # The exception class is taken with the compiled function: a later import of another
+    # fastjsonschema module object (a test that reloads modules) must not let its errors escape.
+    return fastjsonschema.compile(schema), fastjsonschema.JsonSchemaException
 
 
 def record_problem(record: Any) -> str | None:
     """Why `record` is not a schema-valid episode record (schema 1 or 2), or None when it is."""
-    import fastjsonschema
-
+    validate, invalid = _record_validator()
     try:
-        _record_validator()(record)
-    except fastjsonschema.JsonSchemaException as exc:
+        validate(record)
+    except invalid as exc:
         return str(exc.message)
     return None
 
