@@ -6,6 +6,7 @@ an installed distribution as far as importlib.metadata (and so pytest-libero) ca
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -163,7 +164,9 @@ def test_robomemarena_adapter_runs_as_pytest_items_without_wrapper_code(pytester
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*failure: no native success within the cap: 3 policy calls*"])
     # The profile is recorded with every episode, wherever the evidence layout puts it.
-    records = [p.read_text() for p in pytester.path.rglob("*.json") if "adapter_style" in p.read_text()]
+    # Records are compact JSON: each is read and written back with the default separators.
+    records = [json.dumps(json.loads(p.read_text())) for p in pytester.path.rglob("*.json")
+               if "adapter_style" in p.read_text()]
     assert records and all('"adapter_style": "robomemarena"' in r and '"resize_size": 224' in r for r in records)
     calls = (pytester.path / "calls.txt").read_text().splitlines()
     assert len(calls) == 6 and '"resize_size": 224' in calls[0] and '"image": [256, 256, 3]' in calls[0]

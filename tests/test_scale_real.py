@@ -37,8 +37,8 @@ BASE = ("--libero-scope", "development", "--libero-budget", "decisions", "--libe
 
 @pytest.mark.parametrize("sig, message", [
     ("SIGSEGV", "*env_error: bench service process died during 'submit' (exit code -11)*"),
-    ("SIGSTOP", "*env_error: episode deadline (--libero-episode-timeout) passed while the bench service "
-                "worked on 'submit'; it was killed*"),
+    ("SIGSTOP", "*env_error: episode deadline (--libero-episode-timeout, with its grace) passed while the bench "
+                "service worked on 'submit'; it was killed*"),
 ])
 def test_a_simulator_segfault_or_hang_errors_one_cell_and_the_worker_goes_on(pytester, sig, message):
     pytester.makepyfile(saboteur=SABOTEUR, service_pids=SERVICE_PIDS)
