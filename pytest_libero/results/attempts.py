@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_libero.core.outcomes import Outcome
-from pytest_libero.results.files import is_temporary
+from pytest_libero.results.files import fsync_dir, is_temporary
 
 ATTEMPTS = "attempts"
 
@@ -33,14 +33,6 @@ def _outcome(record_path: Path) -> dict[str, Any] | None:
         return outcome if isinstance(outcome, dict) and isinstance(outcome.get("outcome"), str) else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def keep_attempt(run_dir: Path, cell_id: str) -> Path | None:
@@ -64,8 +56,8 @@ def keep_attempt(run_dir: Path, cell_id: str) -> Path | None:
     if video.is_file():
         os.replace(video, folder / f"{number}.mp4")
     os.replace(record, folder / f"{number}.json")
-    _fsync_dir(folder)
-    _fsync_dir(record.parent)
+    fsync_dir(folder)
+    fsync_dir(record.parent)
     return folder / f"{number}.json"
 
 

@@ -39,10 +39,6 @@ def _temporary(path: Path) -> Path:
 
 def fsync_dir(folder: Path) -> None:
     """Make the folder's entries (renames, links) durable."""
-    _fsync_dir(folder)
-
-
-def _fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -58,7 +54,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         stream.flush()
         os.fsync(stream.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def write_json_atomic(path: Path, document: Any, sort_keys: bool = True, compact: bool = False) -> None:
@@ -194,7 +190,7 @@ class VideoWriter:
         with open(self._tmp, "rb") as stream:
             os.fsync(stream.fileno())
         os.replace(self._tmp, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
         self._writer = None
         return {"frames": self.frames, "fps": self.fps, "first_success_frame": self.first_success_frame}
 
