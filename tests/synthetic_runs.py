@@ -9,7 +9,8 @@ browser tests of the review page can import it too.
 
     write_libero_run(path, count=2000)            # LIBERO full-mode ids: 4 suites x 10 tasks x 50 init states
     write_libero_plus_run(path, work, shards=2)   # the 10,030 LIBERO-plus variants, in two shard folders
-    as_schema_1(record)                       # the same record as main wrote it (chunks as numbers)
+    as_schema_1(record)                       # the same record as schema 1 kept it (chunks as numbers)
+    as_schema_2(record)                       # ... as schema 2 kept it (digests in hex)
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.cells import Cell
-from pytest_libero.core.chunk_evidence import chunk_entry, executed_actions, observation_entries
+from pytest_libero.core.chunk_evidence import chunk_entry, digests_hex, executed_actions, observation_entries
 from pytest_libero.core.contract import CAMERAS
 from pytest_libero.core.outcomes import Outcome, Termination
 from pytest_libero.core.protocol import Protocol
@@ -92,6 +93,16 @@ def as_schema_1(record: dict[str, Any]) -> dict[str, Any]:
     return old
 
 
+def as_schema_2(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` as schema 2 kept it: the same blocks, with the digest columns in hex."""
+    observations, chunks = dict(record["observations"]), dict(record["chunks"])
+    count = len(observations["policy_call"])
+    observations["sha256"] = {camera: "".join(digests_hex(text, count))
+                              for camera, text in observations["sha256"].items()}
+    chunks["sha256"] = "".join(digests_hex(chunks["sha256"], len(chunks["policy_call"])))
+    return dict(record, schema_version=2, observations=observations, chunks=chunks)
+
+
 class _Bulk:
     """A benchmark's selection context that keeps what it reads between records (as the controller
     does, `bulk`), so that writing thousands of records does not re-read a file per record."""
@@ -104,13 +115,13 @@ class _Bulk:
 
 
 def write_run(path: Path, cells: Iterable[Cell], protocol: Protocol, adapter: BenchmarkAdapter, *,
-              context: Any = None, controls: int = 200, success_share: float = 0.6, schema: int = 2,
+              context: Any = None, controls: int = 200, success_share: float = 0.6, schema: int = 3,
               seed: int = 0, shards: int = 1) -> list[Path]:
     """A finished run: run.json, selection.json and one record per cell (`success_share` of them
     successes, in a fixed random order; each names an empty stand-in video), in one folder, or
     with `shards` > 1 in that many shard folders (path/shard-K, each with its part of the cells,
-    to be merged). `schema` 1 writes the records as main wrote them (arrays of entries, chunks as
-    numbers, indented JSON). Returns the folders."""
+    to be merged). `schema` 1 writes the records as schema 1 kept them (arrays of entries, chunks as
+    numbers, indented JSON), 2 with hex digests. Returns the folders."""
     cells = list(cells)
     settings, identity = protocol.as_dict(), protocol.identity
     folders = [path] if shards == 1 else [path / f"shard-{k}" for k in range(1, shards + 1)]
@@ -139,7 +150,9 @@ def write_run(path: Path, cells: Iterable[Cell], protocol: Protocol, adapter: Be
                                 policy_profile=PROFILE, video=video, worker=f"gw{index % 8}", started=started,
                                 compute={"gpu": None, "rendering_backend": "egl"})
         if schema == 1:
-            write_json_atomic(run.record_path(cell.id), as_schema_1(record))  # indented, as main wrote records
+            write_json_atomic(run.record_path(cell.id), as_schema_1(record))  # indented, as schema 1 was
+        elif schema == 2:
+            write_json_atomic(run.record_path(cell.id), as_schema_2(record), compact=True)
         else:
             write_record(run, record)
     return folders

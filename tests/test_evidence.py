@@ -15,7 +15,7 @@ import pytest
 
 from fakes import fake_conftest
 from evidence_helpers import check_videos, html_rows, records, run_dirs
-from pytest_libero.core.chunk_evidence import executed_actions
+from pytest_libero.core.chunk_evidence import executed_actions, observation_entries
 from pytest_libero.results.files import is_temporary, write_json_atomic
 from pytest_libero.core.statistics import wilson
 
@@ -287,31 +287,34 @@ def _episode_record(policy, protocol, service=None):
 
 
 class RandomChunks:
-    def __init__(self, rows):
-        self.rows, self.rng = rows, np.random.default_rng(0)
+    def __init__(self, rows, dtype=np.float32):
+        self.rows, self.dtype, self.rng = rows, dtype, np.random.default_rng(0)
 
     def reset(self, language):
         pass
 
     def act(self, observation):
-        return self.rng.uniform(-1, 1, (self.rows, 7)).astype(np.float32)
+        return self.rng.uniform(-1, 1, (self.rows, 7)).astype(self.dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("rows", [5, 500, 1024])
-def test_a_520_control_record_stays_under_64_kb_whatever_the_chunk_length(tmp_path, rows):
+def test_a_520_control_record_stays_under_64_kb_whatever_the_chunk_length(tmp_path, rows, dtype):
     from pytest_libero.core.protocol import Protocol
     from pytest_libero.results.records import RunDir, write_record
     from pytest_libero.results.summary import record_problem
 
     protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
-    result, record = _episode_record(RandomChunks(rows), protocol)
+    result, record = _episode_record(RandomChunks(rows, dtype), protocol)
     assert (result.executed_controls, result.policy_calls, result.outcome) == (520, 104, "failure")
     path = write_record(RunDir(tmp_path), record)
-    assert path.stat().st_size < 64_000, path.stat().st_size
+    assert path.stat().st_size < 64_000, path.stat().st_size  # float64 (numpy's default) is the larger
     stored = json.loads(path.read_text())
-    assert record_problem(stored) is None and stored["schema_version"] == 2
-    assert {shape[0] for shape in stored["chunks"]["shape"]} == {rows}
+    assert record_problem(stored) is None and stored["schema_version"] == 3
+    assert {shape[0] for shape in stored["chunks"]["shape"]} == {rows} and set(stored["chunks"]["dtype"]) == {
+        np.dtype(dtype).name}
     assert executed_actions(stored["chunks"]).shape == (520, 7)
+    assert observation_entries(stored["observations"]) == result.observations  # the engine's hex digests back
 
 
 def _schema_1(record):
@@ -350,15 +353,37 @@ def test_schema_1_records_still_read_by_report_merge_resume_and_the_action_reade
     assert sorted(kept) == sorted(records)
 
 
+def test_schema_2_records_with_hex_digests_still_read_everywhere(tmp_path, small_record):
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
+    from pytest_libero.core.protocol import Protocol
+    from pytest_libero.results.resume import completed_cells
+    from pytest_libero.results.summary import build_summary, load_run, record_problem
+    from synthetic_runs import as_schema_2, full_mode_cells, write_run
+
+    old = json.loads(json.dumps(as_schema_2(small_record)))
+    assert record_problem(old) is None and len(old["chunks"]["sha256"]) == 64 * len(old["chunks"]["policy_call"])
+    assert observation_entries(old["observations"]) == observation_entries(small_record["observations"])
+    assert len(small_record["chunks"]["sha256"]) == 44 * len(small_record["chunks"]["policy_call"])  # schema 3
+    protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
+    (run,) = write_run(tmp_path / "old", full_mode_cells(3), protocol, LIBERO, controls=20, schema=2)
+    _, _, records, problems = load_run(run)
+    assert len(records) == 3 and problems == [] and {r["schema_version"] for r in records.values()} == {2}
+    assert build_summary(run, LIBERO)["overall"]["selected"] == 3
+    kept = completed_cells(run, protocol.as_dict(), protocol.identity, {"name": "synthetic", "kwargs": {}})
+    assert sorted(kept) == sorted(records)
+
+
 @pytest.mark.parametrize("mutate", [
     pytest.param(lambda r: r.pop("counters"), id="missing-required-field"),
     pytest.param(lambda r: r["chunks"]["executed"].__setitem__(1, "5"), id="wrong-type-in-array"),
     pytest.param(lambda r: r["chunks"]["shape"].__setitem__(0, [5, 7, 1]), id="three-dimensional-shape"),
-    pytest.param(lambda r: r["observations"]["sha256"].update(agentview="x" * 64), id="hash-not-hex"),
+    pytest.param(lambda r: r["observations"]["sha256"].update(agentview="x" * 64), id="hash-not-base64"),
+    pytest.param(lambda r: r["observations"]["sha256"].update(agentview="a" * 64), id="hex-hash-in-schema-3"),
     pytest.param(lambda r: r["chunks"].update(sha256=r["chunks"]["sha256"][:-1]), id="hash-column-cut-short"),
     pytest.param(lambda r: r["chunks"].pop("sha256"), id="chunks-without-hashes"),
     pytest.param(lambda r: r["chunks"].update(returned=[[0.0] * 7]), id="schema-2-with-numbers"),
-    pytest.param(lambda r: r.update(schema_version=3), id="unknown-schema-version"),
+    pytest.param(lambda r: r.update(schema_version=4), id="unknown-schema-version"),
+    pytest.param(lambda r: r.update(schema_version=2), id="base64-hashes-in-schema-2"),
     pytest.param(lambda r: r.update(chunks=[]), id="schema-2-with-an-array-of-chunks"),
     pytest.param(lambda r: r["chunks"].update(end={"policy_call": 3, "stop": False}), id="stop-not-true"),
 ])

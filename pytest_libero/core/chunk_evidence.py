@@ -1,5 +1,5 @@
 """What an episode record keeps of each chunk a policy returned and of each observation it was
-delivered (record schema 2), and the readers that give them back from a record of either schema.
+delivered (record schema 3), and the readers that give them back from a record of any schema.
 
 The engine notes one entry per chunk (`chunk_entry`) and per observation; the record stores each
 list as one block of columns (`chunk_block`, `observation_block`), so that a record is a handful of
@@ -9,19 +9,23 @@ controls executed, not by what the policy returned:
 
     "chunks": {"policy_call": [1, 2], "executed": [5, 5], "dtype": ["float32", "float32"],
                "shape": [[50, 7], [50, 7]],
-               "sha256": "<sha256 hex of each validated chunk (float64, little-endian, row-major), concatenated>",
+               "sha256": "<base64 sha256 of each validated chunk (float64, little-endian, row-major), concatenated>",
                "actions_b64": ["<base64 of the executed rows in the returned dtype, little-endian>", ...],
                "end": null | {"policy_call": 3, "stop": true} | {"policy_call": 3, "invalid": {...}, "executed": 0}}
     "observations": {"policy_call": [1, 2], "executed_controls": [0, 5],
-                     "sha256": {"<camera>": "<image sha256 hex of each observation, concatenated>"},
+                     "sha256": {"<camera>": "<base64 image sha256 of each observation, concatenated>"},
                      "state": [[...], ...]   (state tracks only)}
 
 The executed rows are exact: the engine executes float64(value) of each returned value, and the
 returned dtype holds that value exactly, so decoding and casting to float64 gives the executed
 actions bit for bit. Rows returned but not executed are known by the chunk's shape, dtype and
 hash only. Base64 rather than JSON numbers: 4 bytes of a float32 take 5.3 characters instead of
-about 11. Schema 1 kept arrays of entries, chunks with every returned row as JSON numbers
-(`returned`); the readers take both.
+about 11. Digests are base64 too (44 characters, `=`-padded, instead of 64 hex ones: a third of a
+record's size at K=5 is digests), so a 520-control float64 record stays under 64 KB.
+
+Schema 2 had the same blocks with hex digests; schema 1 kept arrays of entries, chunks with every
+returned row as JSON numbers (`returned`). The readers take all three and give digests back as hex,
+as the engine computes them.
 """
 
 from __future__ import annotations
@@ -34,7 +38,25 @@ import numpy as np
 
 from pytest_libero.core.contract import ACTION_DIM
 
-HASH_HEX = 64  # characters of one sha256 hex digest in a concatenated column
+HASH_HEX = 64  # characters of one sha256 digest in a concatenated column: hex (schema 2)
+HASH_B64 = 44  # ... and base64 (schema 3)
+
+
+def digest_b64(hexdigest: str) -> str:
+    """A sha256 hex digest (as the engine computes them) as a record stores it: base64, 44 characters."""
+    return base64.b64encode(bytes.fromhex(hexdigest)).decode("ascii")
+
+
+def digests_hex(column: str, count: int) -> list[str]:
+    """The `count` hex digests of a record's concatenated digest column, base64 (schema 3) or hex
+    (schema 2): the two widths differ, so the column says which it is."""
+    if count == 0:
+        return []
+    width = len(column) // count
+    if width * count != len(column) or width not in (HASH_HEX, HASH_B64):
+        raise ValueError(f"a digest column of {len(column)} characters does not hold {count} sha256 digests")
+    parts = [column[index * width:(index + 1) * width] for index in range(count)]
+    return parts if width == HASH_HEX else [base64.b64decode(part, validate=True).hex() for part in parts]
 
 
 def _little_endian(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -55,7 +77,7 @@ def chunk_entry(policy_call: int, chunk: np.ndarray, returned_dtype: Any, return
 
 
 def chunk_block(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """The record's `chunks` (schema 2) from the engine's entries: `chunk_entry`s, then at most one
+    """The record's `chunks` (schema 3) from the engine's entries: `chunk_entry`s, then at most one
     STOP (`{"policy_call", "stop": True}`) or invalid return (`{"policy_call", "invalid", "executed": 0}`)."""
     valid = [e for e in entries if "actions_b64" in e]
     ends = [e for e in entries if "actions_b64" not in e]
@@ -63,17 +85,18 @@ def chunk_block(entries: list[dict[str, Any]]) -> dict[str, Any]:
         raise ValueError(f"a STOP or invalid chunk ends an episode: {len(ends)} such entries, not last")
     return {"policy_call": [e["policy_call"] for e in valid], "executed": [e["executed"] for e in valid],
             "dtype": [e["dtype"] for e in valid], "shape": [e["shape"] for e in valid],
-            "sha256": "".join(e["sha256"] for e in valid), "actions_b64": [e["actions_b64"] for e in valid],
+            "sha256": "".join(digest_b64(e["sha256"]) for e in valid), "actions_b64": [e["actions_b64"] for e in valid],
             "end": dict(ends[0]) if ends else None}
 
 
 def observation_block(observations: list[dict[str, Any]]) -> dict[str, Any]:
-    """The record's `observations` (schema 2) from the engine's entries ({"policy_call",
-    "executed_controls", "sha256": {camera: hex}, ["state"]}; every entry has the same cameras)."""
+    """The record's `observations` (schema 3) from the engine's entries ({"policy_call",
+    "executed_controls", "sha256": {camera: hex}, ["state"]}; every entry has the same cameras); the
+    digests are stored in base64."""
     cameras = tuple(observations[0]["sha256"]) if observations else ()
     block: dict[str, Any] = {"policy_call": [o["policy_call"] for o in observations],
                              "executed_controls": [o["executed_controls"] for o in observations],
-                             "sha256": {camera: "".join(o["sha256"][camera] for o in observations)
+                             "sha256": {camera: "".join(digest_b64(o["sha256"][camera]) for o in observations)
                                         for camera in cameras}}
     if any("state" in o for o in observations):
         block["state"] = [o.get("state") for o in observations]
@@ -82,15 +105,16 @@ def observation_block(observations: list[dict[str, Any]]) -> dict[str, Any]:
 
 def observation_entries(observations: Any) -> list[dict[str, Any]]:
     """One {"policy_call", "executed_controls", "sha256": {camera: hex}} per delivered observation,
-    from a record's `observations` of either schema."""
+    from a record's `observations` of any schema."""
     if isinstance(observations, list):
         return observations
-    hashes = observations["sha256"]
+    count = len(observations["policy_call"])
+    hashes = {camera: digests_hex(text, count) for camera, text in observations["sha256"].items()}
     entries = []
     for index, (call, controls) in enumerate(zip(observations["policy_call"], observations["executed_controls"],
                                                  strict=True)):
         entry = {"policy_call": call, "executed_controls": controls,
-                 "sha256": {camera: text[index * HASH_HEX:(index + 1) * HASH_HEX] for camera, text in hashes.items()}}
+                 "sha256": {camera: digests[index] for camera, digests in hashes.items()}}
         if "state" in observations:
             entry["state"] = observations["state"][index]
         entries.append(entry)
@@ -108,7 +132,7 @@ def _decode(b64: str, dtype: str, executed: int, policy_call: Any) -> np.ndarray
 
 def executed_actions(chunks: Any) -> np.ndarray:
     """Every executed action of an episode, in order (float64, (controls, 7)): what a replay of the
-    recorded run executes. `chunks` is a record's `chunks` of schema 2 (a block) or schema 1 (an
+    recorded run executes. `chunks` is a record's `chunks` of schema 2 or 3 (a block) or schema 1 (an
     array of entries), or the engine's entries (EpisodeResult.chunks)."""
     if isinstance(chunks, dict):
         parts = [_decode(b64, dtype, executed, call) for call, executed, dtype, b64 in zip(

