@@ -54,12 +54,12 @@ def old_validator() -> Iterator[None]:
 
     validator = jsonschema.Draft202012Validator(
         json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8")))
-    fast = summary_module._valid
-    summary_module._valid = validator.is_valid  # type: ignore[assignment]
+    fast = summary_module.is_valid_record
+    summary_module.is_valid_record = validator.is_valid  # type: ignore[assignment]
     try:
         yield
     finally:
-        summary_module._valid = fast  # type: ignore[assignment]
+        summary_module.is_valid_record = fast  # type: ignore[assignment]
 
 
 def timed(call: Callable[[], Any]) -> float:

@@ -10,7 +10,7 @@ For each folder it times, in this process:
   resume   what `--libero-resume RUN` reads before running: results.resume.completed_cells and
            results.attempts.remove_temporaries
 
-each with the per-record schema validation (results.summary._valid) switched off, and the validation's
+each with the per-record schema validation (results.summary.is_valid_record) switched off, and the validation's
 share named apart: its cost per record measured on a sample of the folder's records, times the
 records each command validates. `--full-validation` also runs every command with validation on
 (slow while validation is jsonschema's; benchmarks/bench_evidence_scale.py is about validation).
@@ -158,13 +158,13 @@ def measure(folders: dict[str, Path], repeat: int, full_validation: bool) -> dic
         commands = commands_for(run_dir)
         records = sorted((run_dir / "episodes").glob("*.json"))
         row: dict[str, Any] = {"records": len(records), "off": {}, "on": {}}
-        with mock.patch.object(summary_module, "_valid", return_value=True):
+        with mock.patch.object(summary_module, "is_valid_record", return_value=True):
             for command, (action, prepare) in commands.items():
                 row["off"][command] = best(repeat, action, prepare)
         sample = [json.loads(p.read_text(encoding="utf-8")) for p in records[:: max(1, len(records) // 100)]]
-        summary_module._valid(sample[0])  # the validator is built once per process
+        summary_module.is_valid_record(sample[0])  # the validator is built once per process
         start = time.perf_counter()
-        assert all(summary_module._valid(r) for r in sample)
+        assert all(summary_module.is_valid_record(r) for r in sample)
         row["validate_ms"] = 1000 * (time.perf_counter() - start) / len(sample)
         if full_validation:
             for command, (action, prepare) in commands.items():
@@ -179,7 +179,7 @@ VALIDATED = {"report": 1, "merge": 1, "resume": 1}
 
 
 def print_table(found: dict[str, Any], before: dict[str, Any] | None) -> None:
-    print(f"\nload average {open('/proc/loadavg').read().split()[:3]}; schema validation off (results.summary._valid "
+    print(f"\nload average {open('/proc/loadavg').read().split()[:3]}; schema validation off (results.summary.is_valid_record "
           "patched to True) unless said; best of the runs")
     print(f"first-use imports of the report path (matplotlib, Jinja), once a process, in the first report: "
           f"{found['imports_s']:.2f} s" + (f" (before: {before['imports_s']:.2f} s)" if before else ""))

@@ -302,7 +302,7 @@ class RandomChunks:
 def test_a_520_control_record_stays_under_64_kb_whatever_the_chunk_length(tmp_path, rows, dtype):
     from pytest_libero.core.protocol import Protocol
     from pytest_libero.results.records import RunDir, write_record
-    from pytest_libero.results.summary import record_problem
+    from pytest_libero.results.validation import record_problem
 
     protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
     result, record = _episode_record(RandomChunks(rows, dtype), protocol)
@@ -337,7 +337,8 @@ def test_schema_1_records_still_read_by_report_merge_resume_and_the_action_reade
     from pytest_libero.core.protocol import Protocol
     from pytest_libero.results.records import RunDir
     from pytest_libero.results.resume import completed_cells
-    from pytest_libero.results.summary import build_summary, load_run, record_problem
+    from pytest_libero.results.summary import build_summary, load_run
+    from pytest_libero.results.validation import record_problem
     from synthetic_runs import write_run, full_mode_cells
 
     old = _schema_1(small_record)
@@ -357,7 +358,8 @@ def test_schema_2_records_with_hex_digests_still_read_everywhere(tmp_path, small
     from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
     from pytest_libero.core.protocol import Protocol
     from pytest_libero.results.resume import completed_cells
-    from pytest_libero.results.summary import build_summary, load_run, record_problem
+    from pytest_libero.results.summary import build_summary, load_run
+    from pytest_libero.results.validation import record_problem
     from synthetic_runs import as_schema_2, full_mode_cells, write_run
 
     old = json.loads(json.dumps(as_schema_2(small_record)))
@@ -393,15 +395,43 @@ def test_fast_validation_rejects_what_the_schema_rejects(small_record, mutate):
     import jsonschema
 
     from pytest_libero.core.data import SCHEMA_DIR
-    from pytest_libero.results.summary import record_problem
+    from pytest_libero.results.validation import is_valid_record, record_problem
 
     schema = jsonschema.Draft202012Validator(
         json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8")))
     assert schema.is_valid(small_record) and record_problem(small_record) is None
+    assert is_valid_record(small_record)
     record = copy.deepcopy(small_record)
     mutate(record)
     assert not schema.is_valid(record)
     assert record_problem(record) is not None
+    assert not is_valid_record(record)  # the bulk validator (block columns) agrees
+
+
+def test_the_bulk_validator_checks_the_block_columns_as_blocks_and_defers_to_the_schema(small_record):
+    """The bulk validator takes the per-element `items` of every block column out of the compiled
+    schema (the speed: benchmarks/bench_evidence_scale.py) and checks the columns itself, at least as
+    strictly; what it refuses, the full schema decides (5.0 is an integer to JSON Schema)."""
+    import copy
+
+    from pytest_libero.results.validation import _schema, bulk_schema, is_valid_record, record_problem
+
+    stripped, columns = bulk_schema(_schema())
+    assert {(block, column) for block, column, _ in columns} == {
+        ("observations", "policy_call"), ("observations", "executed_controls"), ("observations", "state"),
+        ("chunks", "policy_call"), ("chunks", "executed"), ("chunks", "dtype"), ("chunks", "shape"),
+        ("chunks", "actions_b64")}
+    assert all("items" not in stripped["properties"][block]["properties"][column] for block, column, _ in columns)
+    record = copy.deepcopy(small_record)
+    record["chunks"]["executed"][0] = 5.0
+    assert record_problem(record) is None and is_valid_record(record)
+    record["chunks"]["shape"][0] = [5, 0]  # a zero-length dimension: minimum 1
+    assert record_problem(record) is not None and not is_valid_record(record)
+    state = copy.deepcopy(small_record)
+    state["observations"]["state"] = [[0.0] * 8 for _ in state["observations"]["policy_call"]]
+    assert record_problem(state) is None and is_valid_record(state)
+    state["observations"]["state"][1] = [0.0] * 10
+    assert record_problem(state) is not None and not is_valid_record(state)
 
 
 @pytest.mark.parametrize("mutate", [
@@ -414,15 +444,15 @@ def test_fast_validation_rejects_what_the_schema_rejects_in_schema_1(small_recor
     import jsonschema
 
     from pytest_libero.core.data import SCHEMA_DIR
-    from pytest_libero.results.summary import record_problem
+    from pytest_libero.results.validation import is_valid_record, record_problem
 
     schema = jsonschema.Draft202012Validator(
         json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8")))
     record = _schema_1(small_record)
-    assert schema.is_valid(record) and record_problem(record) is None
+    assert schema.is_valid(record) and record_problem(record) is None and is_valid_record(record)
     mutate(record)
     assert not schema.is_valid(record)
-    assert record_problem(record) is not None
+    assert record_problem(record) is not None and not is_valid_record(record)
 
 
 def test_a_chunk_over_the_bound_fails_the_item_as_a_policy_fault_of_its_own_protocol(pytester, project):

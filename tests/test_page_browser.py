@@ -108,7 +108,7 @@ def plus_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
 
     run_dir = write_plus_run(tmp_path_factory.mktemp("plus") / "run")
     started = time.perf_counter()
-    with mock.patch("pytest_libero.results.summary._valid", return_value=True):
+    with mock.patch("pytest_libero.results.summary.is_valid_record", return_value=True):
         summary = rebuild(run_dir, PLUS)
     assert summary["overall"]["selected"] == 10_030
     return run_dir, time.perf_counter() - started

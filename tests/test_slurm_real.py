@@ -21,7 +21,6 @@ import pytest
 
 from evidence_helpers import records, run_dirs
 from pytest_libero.results.cluster.status import gather_status, job_state
-from pytest_libero.results.summary import load_run
 from scale_helpers import comparable, summary_core
 
 pytestmark = [pytest.mark.slurm, pytest.mark.real_libero]
@@ -216,7 +215,7 @@ def test_a_cancelled_and_a_killed_shard_keep_their_records_and_resume_runs_only_
     kept = {}
     for shard in (1, 2):
         (folder,) = run_dirs(run_dir / f"shard-{shard}")
-        kept.update(load_run(folder)[2])
+        kept.update(records(folder))  # whole records, evidence blocks included
     assert sorted(kept) == ["libero_10-t00-s00", "libero_10-t01-s00"]
 
     done = cli(slurm_conf, workdir, "submit", "slurm", "--resume", str(run_dir))

@@ -60,10 +60,23 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 
 def write_json_atomic(path: Path, document: Any, sort_keys: bool = True, compact: bool = False) -> None:
     """`sort_keys=False` keeps the document's own order (summary.json puts the run's kind first);
-    `compact` writes one line without spaces (episode records: a third smaller, read by programs)."""
-    text = json.dumps(document, sort_keys=sort_keys, separators=(",", ":")) if compact else \
-        json.dumps(document, indent=1, sort_keys=sort_keys)
-    write_bytes_atomic(path, (text + "\n").encode())
+    `compact` writes one line without spaces (episode records: a third smaller, read by programs),
+    else the document is indented by two spaces.
+
+    The indented form is written by orjson: the json module indents in pure Python, 0.6 s for the
+    9 MB summary.json of 10,030 episodes (orjson: 0.08 s). orjson writes a float NaN or infinity as
+    null, where json wrote the non-JSON literals NaN and Infinity."""
+    if compact:
+        text = json.dumps(document, sort_keys=sort_keys, separators=(",", ":")).encode()
+    else:
+        import orjson
+
+        options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | (orjson.OPT_SORT_KEYS if sort_keys else 0)
+        try:
+            text = orjson.dumps(document, option=options)
+        except orjson.JSONEncodeError:  # a type orjson does not know (a numpy float): as json writes it
+            text = json.dumps(document, indent=2, sort_keys=sort_keys).encode()
+    write_bytes_atomic(path, text + b"\n")
 
 
 def is_temporary(path: Path) -> bool:

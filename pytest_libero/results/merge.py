@@ -71,13 +71,19 @@ def _prepare_out(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.unlink(missing_ok=True)
+def _link_or_copy(source: str, target: str, folders: set[str]) -> None:
+    """Hard-link (or copy) `source` to `target`, making target's folder once (`folders`: those made)."""
+    folder = os.path.dirname(target)
+    if folder not in folders:
+        os.makedirs(folder, exist_ok=True)
+        folders.add(folder)
     try:
         os.link(source, target)
+    except FileExistsError:
+        os.unlink(target)
+        _link_or_copy(source, target, folders)
     except OSError:
-        write_bytes_atomic(target, source.read_bytes())
+        write_bytes_atomic(Path(target), Path(source).read_bytes())
 
 
 def _link_record(source: str, target: str) -> bool:
@@ -118,19 +124,19 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
     # The merged records, in the order summary.read_records reads the folder (file names), so that the
     # summary is built from them without reading every record again. A record is the shard's file,
     # hard-linked (one directory fsync for them all), or, where no link can be made or the file is not
-    # named after its cell, written anew; a record written anew is read back as written (sorted keys).
+    # named after its cell, copied under its cell's name.
+    # Paths as strings: thousands of records.
     merged: dict[str, dict[str, Any]] = {}
-    episodes = str(target.episodes)
+    episodes, out, folders = str(target.episodes), str(out_dir), set[str]()
     for cell, (source, record, path) in sorted(chosen.items(), key=lambda item: f"{item[0]}.json"):
         video = record.get("video")
         if video:
-            _link_or_copy(source / video["path"], out_dir / video["path"])
-        name = f"{cell}.json"  # RunDir.record_path's name, as a string (thousands of records)
-        if os.path.basename(path) == name and _link_record(path, os.path.join(episodes, name)):
-            merged[cell] = record
-        else:
-            write_json_atomic(target.record_path(cell), record)
-            merged[cell] = json.loads(target.record_path(cell).read_text(encoding="utf-8"))
+            _link_or_copy(os.path.join(source, video["path"]), os.path.join(out, video["path"]), folders)
+        name = f"{cell}.json"  # RunDir.record_path's name
+        if not (os.path.basename(path) == name and _link_record(path, os.path.join(episodes, name))):
+            # The shard's file as it is (the record read holds no evidence blocks: results/reading.py).
+            write_bytes_atomic(target.record_path(cell), Path(path).read_bytes())
+        merged[cell] = record
     fsync_dir(target.episodes)
     shards = {d: s.get("shard") for d, (_, s, _, _) in loaded.items()}
     count = next((s["count"] for s in shards.values() if s), None)

@@ -7,20 +7,17 @@ cell without a record is unattempted.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import gc
-import json
 import os
 import statistics
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import is_temporary, write_bytes_atomic, write_json_atomic
 from pytest_libero.results.records import RunDir
 from pytest_libero.results.run_kind import run_kind
 from pytest_libero.results.telemetry import throughput
+from pytest_libero.results.reading import gc_paused, read_checked, read_document
 from pytest_libero.core.cells import parse_cell_id, parse_run_seed
 from pytest_libero.core.outcomes import STATUSES, Outcome, status
 from pytest_libero.core.statistics import rate_text, wilson
@@ -46,7 +43,8 @@ def load_selection(run_dir: Path) -> list[str]:
 
 def read_records(run_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, str], list[str]]:
     """(schema-valid records by cell id, the file each came from, unreadable files) of episodes/, each
-    file read once, in file-name order (a later file of the same cell wins)."""
+    file read once, in file-name order (a later file of the same cell wins). The records come without
+    their evidence blocks, `observations` and `chunks` (results/reading.py); read a file for those."""
     episodes = str(RunDir(run_dir).episodes)
     records: dict[str, dict[str, Any]] = {}
     paths: dict[str, str] = {}
@@ -55,13 +53,10 @@ def read_records(run_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, st
         names = sorted(name for name in os.listdir(episodes) if name.endswith(".json"))
     except OSError:  # no episodes/ (yet)
         names = []
+    files = [os.path.join(episodes, name) for name in names if not is_temporary(Path(name))]
     with gc_paused():
-        for name in names:
-            if is_temporary(Path(name)):
-                continue
-            path = os.path.join(episodes, name)
-            record = _read_text(path)
-            if record is None or not _valid(record):
+        for path, record in zip(files, read_checked(files), strict=True):
+            if record is None:
                 problems.append(path)
                 continue
             records[record["cell"]["id"]] = record
@@ -69,59 +64,8 @@ def read_records(run_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, st
     return records, paths, problems
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a bulk step (reading thousands of records, building
-    their summary), as it was before it. Decoded JSON holds no reference cycles, yet each collection
-    walks every live object: with 10,000 records alive the collections took half the reading time."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-@functools.cache  # one compiled validator per process, not one per record
-def _record_validator() -> Any:
-    """catalog/schemas/episode_record.schema.json (the one schema) compiled to Python by
-    fastjsonschema: about 50x faster than jsonschema's interpreted Draft202012Validator on a
-    record (benchmarks/bench_evidence_scale.py), and a schema-2 record's actions are one string."""
-    import fastjsonschema
-
-    from pytest_libero.core.data import SCHEMA_DIR
-
-    schema = json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8"))
-    # The exception class is taken with the compiled function: a later import of another
-    # fastjsonschema module object (a test that reloads modules) must not let its errors escape.
-    return fastjsonschema.compile(schema), fastjsonschema.JsonSchemaException
-
-
-def record_problem(record: Any) -> str | None:
-    """Why `record` is not a schema-valid episode record (schema 1 or 2), or None when it is."""
-    validate, invalid = _record_validator()
-    try:
-        validate(record)
-    except invalid as exc:
-        return str(exc.message)
-    return None
-
-
-def _valid(record: Any) -> bool:
-    return record_problem(record) is None
-
-
 def _read(path: Path) -> Any:
-    return _read_text(str(path))
-
-
-def _read_text(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as stream:
-            return json.loads(stream.read())
-    except (OSError, ValueError):
-        return None
+    return read_document(str(path))
 
 
 # Each outcome's value -> (its value, its pytest status): group_stats reads thousands of records a report.

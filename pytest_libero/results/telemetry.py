@@ -12,18 +12,25 @@ Placeholder records (crashed, not_run) hold no timing and are left out.
 
 from __future__ import annotations
 
-import calendar
-import time
+import re
+from datetime import datetime, timezone
 from typing import Any
 
 PHASES = {"setup": ("setup_s", "settle_s"), "simulation": ("simulation_s",), "rendering": ("rendering_s",),
           "policy": ("policy_s",)}
 
 
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+
+
 def _epoch(stamp: str) -> float | None:
+    """Seconds since the epoch of a record's `finished` (`2026-12-01T10:00:00Z`), None for anything
+    else. datetime.fromisoformat, not time.strptime: a tenth of the cost, 10,000 records a summary."""
+    if not isinstance(stamp, str) or not _STAMP.fullmatch(stamp):
+        return None
     try:
-        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
-    except (TypeError, ValueError):
+        return datetime.fromisoformat(stamp[:-1]).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:  # a month 13
         return None
 
 
