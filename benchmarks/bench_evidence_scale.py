@@ -1,4 +1,4 @@
-"""Side-by-side: reading run folders of thousands of records, before and after record schema 2.
+"""Side-by-side: reading run folders of thousands of records, before and after issue 15.
 
 Builds synthetic run folders of schema-valid records (tests/synthetic_runs.py: records made by the
 real record functions from made-up 200-control episodes at K=5, observation hashes, 60% successes),
@@ -9,10 +9,11 @@ each as two shard folders, and times what reads every record:
     resume   the scan `--libero-resume OUT` makes before a session (results.resume.completed_cells)
 
     before   schema-1 records (every chunk row as JSON numbers, indented, as main wrote them) read
-             with jsonschema's Draft202012Validator, as main does
-    after    schema-2 records read with the compiled validator (fastjsonschema)
+             with jsonschema's Draft202012Validator, as main did
+    after    records as written now (schema 3) read as now: orjson, the compiled bulk validator
+             (results/validation.py), helper processes from 1,500 records on (results/reading.py)
 
-`before` costs about 60 ms a record, so it runs on a sample (--sample records); `after` runs on
+`before` costs about 40-60 ms a record, so it runs on a sample (--sample records); `after` runs on
 the same sample (same fixed costs: the ratio) and on the full folders (2,000 LIBERO full-mode ids;
 10,030 LIBERO-plus variants). The report's parts (reading and checking, summary, chart, page)
 are printed apart (the page is being redesigned separately).
@@ -40,12 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import synthetic_runs  # noqa: E402  (tests/: the builder the browser tests can share)
 
 from pytest_libero.__main__ import main as cli  # noqa: E402
+from pytest_libero.results import reading  # noqa: E402
 from pytest_libero.results import summary as summary_module  # noqa: E402
 
 
 @contextlib.contextmanager
 def old_validator() -> Iterator[None]:
-    """The validation main does: jsonschema's Draft202012Validator.is_valid on every record."""
+    """The validation main did: jsonschema's Draft202012Validator.is_valid on every record (in this
+    process: the sample is under results/reading.py's PARALLEL_FROM)."""
     import json
 
     import jsonschema
@@ -54,12 +57,12 @@ def old_validator() -> Iterator[None]:
 
     validator = jsonschema.Draft202012Validator(
         json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8")))
-    fast = summary_module.is_valid_record
-    summary_module.is_valid_record = validator.is_valid  # type: ignore[assignment]
+    fast = reading.is_valid_record
+    reading.is_valid_record = validator.is_valid  # type: ignore[assignment]
     try:
         yield
     finally:
-        summary_module.is_valid_record = fast  # type: ignore[assignment]
+        reading.is_valid_record = fast  # type: ignore[assignment]
 
 
 def timed(call: Callable[[], Any]) -> float:
@@ -128,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             sample = min(args.sample, size)
             tick = time.perf_counter()
             before = build(kind, root / f"{size}-before", work, sample, schema=1)
-            same = build(kind, root / f"{size}-sample", work, sample, schema=2)
-            full = build(kind, root / f"{size}-after", work, size, schema=2)
+            same = build(kind, root / f"{size}-sample", work, sample, schema=3)
+            full = build(kind, root / f"{size}-after", work, size, schema=3)
             print(f"{label}: built in {time.perf_counter() - tick:.0f} s ({sample}-record samples of schema 1 "
-                  f"and 2, {size} records of schema 2, each as two shard folders)", flush=True)
+                  f"and 3, {size} records of schema 3, each as two shard folders)", flush=True)
             with old_validator():
                 old = measure(before, root / f"{size}-before-merged")
             new_sample = measure(same, root / f"{size}-sample-merged")

@@ -87,7 +87,8 @@ def test_batches_a_dead_helper_claimed_are_read_by_the_caller(folder, monkeypatc
         """Claims batches 0 and 1, then exits without a result (killed mid-batch)."""
         claim = ("import os, sys\n"
                  "for i in (0, 1):\n"
-                 "    os.close(os.open(os.path.join(sys.argv[1], f'{i}.claim'), os.O_CREAT | os.O_EXCL | os.O_WRONLY))\n"
+                 "    path = os.path.join(sys.argv[1], f'{i}.claim')\n"
+                 "    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))\n"
                  "sys.exit(9)\n")
         process = subprocess.Popen([sys.executable, "-c", claim, folder_path])
         process.wait()
