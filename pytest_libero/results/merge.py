@@ -30,15 +30,20 @@ class MergeError(LiberoError):
     """The folders cannot be merged (different identities, not run folders, a foreign OUT_DIR)."""
 
 
-def _load(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]], dict[str, str]]:
-    """(run.json, selection.json, records by cell id, the file of each record) of a shard folder."""
-    from pytest_libero.results.summary import load_manifest, read_records
+def _load(run_dirs: list[Path]) -> dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]],
+                                                   dict[str, str]]]:
+    """By folder: (run.json, selection.json, records by cell id, the file of each record) of each shard
+    folder (the records of all of them read together)."""
+    from pytest_libero.results.summary import load_manifest, read_folders
 
-    if not (run_dir / "run.json").is_file() or not (run_dir / "selection.json").is_file():
-        raise MergeError(f"{run_dir} is not a pytest-libero run folder with run.json and selection.json")
-    records, paths, _ = read_records(run_dir)
-    selection = json.loads((run_dir / "selection.json").read_text(encoding="utf-8"))
-    return load_manifest(run_dir), selection, records, paths
+    for run_dir in run_dirs:
+        if not (run_dir / "run.json").is_file() or not (run_dir / "selection.json").is_file():
+            raise MergeError(f"{run_dir} is not a pytest-libero run folder with run.json and selection.json")
+    loaded = {}
+    for run_dir, (records, paths, _) in zip(run_dirs, read_folders(run_dirs), strict=True):
+        selection = json.loads((run_dir / "selection.json").read_text(encoding="utf-8"))
+        loaded[str(run_dir)] = (load_manifest(run_dir), selection, records, paths)
+    return loaded
 
 
 def _same(values: dict[str, Any], what: str) -> None:
@@ -102,7 +107,7 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
     `merge` (what came from where)."""
     from pytest_libero.results.summary import rebuild
 
-    loaded = {str(d): _load(d) for d in run_dirs}
+    loaded = _load(run_dirs)
     _same_protocol({d: m.get("protocol") or {} for d, (m, _, _, _) in loaded.items()})
     _same({d: m.get("policy") for d, (m, _, _, _) in loaded.items()}, "policy (model profile spec)")
     _same({d: s.get("unsharded_cells", s.get("cells")) for d, (_, s, _, _) in loaded.items()},

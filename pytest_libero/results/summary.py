@@ -45,23 +45,34 @@ def read_records(run_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, st
     """(schema-valid records by cell id, the file each came from, unreadable files) of episodes/, each
     file read once, in file-name order (a later file of the same cell wins). The records come without
     their evidence blocks, `observations` and `chunks` (results/reading.py); read a file for those."""
-    episodes = str(RunDir(run_dir).episodes)
-    records: dict[str, dict[str, Any]] = {}
-    paths: dict[str, str] = {}
-    problems: list[str] = []
-    try:
-        names = sorted(name for name in os.listdir(episodes) if name.endswith(".json"))
-    except OSError:  # no episodes/ (yet)
-        names = []
-    files = [os.path.join(episodes, name) for name in names if not is_temporary(Path(name))]
+    return read_folders([run_dir])[0]
+
+
+def read_folders(run_dirs: list[Path]) -> list[tuple[dict[str, dict[str, Any]], dict[str, str], list[str]]]:
+    """read_records of each folder, all read together (merge: one set of helper processes)."""
+    listed = []
+    for run_dir in run_dirs:
+        episodes = str(RunDir(run_dir).episodes)
+        try:
+            names = sorted(name for name in os.listdir(episodes) if name.endswith(".json"))
+        except OSError:  # no episodes/ (yet)
+            names = []
+        listed.append([os.path.join(episodes, name) for name in names if not is_temporary(Path(name))])
+    found = iter(read_checked([path for files in listed for path in files]))
+    folders = []
     with gc_paused():
-        for path, record in zip(files, read_checked(files), strict=True):
-            if record is None:
-                problems.append(path)
-                continue
-            records[record["cell"]["id"]] = record
-            paths[record["cell"]["id"]] = path
-    return records, paths, problems
+        for files in listed:
+            records: dict[str, dict[str, Any]] = {}
+            paths: dict[str, str] = {}
+            problems: list[str] = []
+            for path, record in zip(files, found):
+                if record is None:
+                    problems.append(path)
+                    continue
+                records[record["cell"]["id"]] = record
+                paths[record["cell"]["id"]] = path
+            folders.append((records, paths, problems))
+    return folders
 
 
 def _read(path: Path) -> Any:
