@@ -190,7 +190,7 @@ class Plugin:
         files = EpisodeFiles(RunDir(self.out / self.mode.name), self.run, cell, policy, worker="bench",
                              started=time.time(), compute=record_fields(None))
         settings = EpisodeSettings(video_rate=self.video_rate, reuse_env=self.reuse)
-        frames_s = 0.0
+        frames_s = commit_s = 0.0
 
         def frame(images: Any, first_success: bool) -> None:
             nonlocal frames_s
@@ -198,16 +198,31 @@ class Plugin:
             files.frame(images, first_success)
             frames_s += time.perf_counter() - begun
 
+        if files.video is not None:  # the video's commit timed apart from the record's write
+            commit = files.video.commit
+
+            def timed_commit() -> dict[str, Any] | None:
+                nonlocal commit_s
+                begun = time.perf_counter()
+                try:
+                    return commit()
+                finally:
+                    commit_s += time.perf_counter() - begun
+
+            files.video.commit = timed_commit  # type: ignore[method-assign]
+
         result = run_episode(self.service, policy, cell, self.protocol, settings, on_frame=frame)
         ran = time.perf_counter()
         files.write(result)
         end = time.perf_counter()
         self.mode.walls.append(end - start)
         self.mode.wall_s += self.mode.walls[-1]
-        # The worker's side of the episode: frames handed to the encoder, the evidence written (video
-        # commit + record), and what is left of the engine's time besides the service's phases.
+        # The worker's side of the episode: frames handed to the encoder, the evidence written (the
+        # video's commit, then the record and the rest of EpisodeFiles.write), and what is left of
+        # the engine's time besides the service's phases.
         service_s = sum(result.timing[k] for k in SERVICE_PHASES)
-        self.mode.phases.append(dict(result.timing, frames_s=frames_s, evidence_s=end - ran,
+        self.mode.phases.append(dict(result.timing, frames_s=frames_s, commit_s=commit_s,
+                                     record_s=end - ran - commit_s,
                                      engine_s=ran - start - frames_s - service_s - result.timing["policy_s"]))
         self.mode.setups.append(result.timing["setup_s"])
         self.mode.results.append((result.executed_controls, result.first_success_control, policy.seen,
@@ -267,7 +282,8 @@ BREAKDOWN = [("setup_s", "environment setup (service)"), ("settle_s", "settling 
              ("policy_s", "policy calls (worker)"),
              ("engine_s", "engine, IPC, checks, hashes (worker)"),
              ("frames_s", "video frames to the encoder (worker)"),
-             ("evidence_s", "video commit + record write (worker)")]
+             ("commit_s", "video commit, encoder's tail (worker)"),
+             ("record_s", "episode record written (worker)")]
 
 
 def overhead_breakdown(plugin: Mode, same: Mode) -> list[str]:

@@ -77,6 +77,50 @@ def test_the_encoder_and_its_ffmpeg_run_at_a_lower_priority_than_the_episode(tmp
         writer.commit()
 
 
+def test_the_encoder_writes_each_frame_as_it_comes(tmp_path):
+    """`commit` must not be left to encode the episode: ffmpeg starts on the first frame (not
+    after probing 5 MB of input) and x264 holds no lookahead, so frames handed in reach the file
+    before the input is closed. With ffmpeg's or x264's defaults nothing past the MP4 header is
+    written until `commit` closes the input, and this waits in vain."""
+    import time
+
+    from pytest_libero.results.files import is_temporary
+
+    folder = tmp_path / "videos"
+    writer = VideoWriter(folder / "cell.mp4", fps=4)
+    for images in frames(3):
+        writer.add(images)
+    deadline, written = time.monotonic() + 30, 0
+    try:
+        while written < 10_000 and time.monotonic() < deadline:  # a noise frame is far larger
+            time.sleep(0.05)
+            written = sum(p.stat().st_size for p in folder.iterdir() if is_temporary(p))
+        assert written >= 10_000, f"the encoder wrote {written} bytes of 3 frames before commit"
+    finally:
+        writer.commit()
+
+
+def test_the_video_is_plain_h264_without_b_frames(tmp_path):
+    """What browsers play (H.264, yuv420p, MP4), and only I and P frames: a B-frame needs a later
+    frame first, so an encoder that makes them holds frames back until `commit`."""
+    import subprocess
+
+    import imageio_ffmpeg
+
+    writer = VideoWriter(tmp_path / "cell.mp4", fps=4)
+    texture = np.random.default_rng(3).integers(0, 255, (256, 400, 3), dtype=np.uint8)
+    for index in range(12):  # a slow pan over a texture: x264's defaults make B-frames of most of it
+        image = np.ascontiguousarray(texture[:, 2 * index: 2 * index + 256])
+        writer.add({"agentview": image, "robot0_eye_in_hand": image[::-1].copy()})
+    writer.commit()
+    shown = subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-i", str(tmp_path / "cell.mp4"),
+                            "-vf", "showinfo", "-f", "null", "-"], capture_output=True, text=True, timeout=60).stderr
+    stream = next(line for line in shown.splitlines() if "Stream #0:0" in line and "Video:" in line)
+    assert "h264" in stream and "yuv420p" in stream
+    types = [line.split("type:")[1][0] for line in shown.splitlines() if "showinfo" in line and "type:" in line]
+    assert len(types) == 12 and set(types) <= {"I", "P"}, types
+
+
 def _children():
     pid = os.getpid()
     found = []

@@ -31,6 +31,19 @@ SUCCESS_BORDER = (0, 200, 0)
 # renders fill, encoding takes the gaps (physics steps on one core, the policy's turn) instead of
 # slowing the renders; the few frames still queued at the episode's end are encoded at commit.
 ENCODER_NICE = 10
+# ffmpeg and x264 settings that make the encoder keep up with the frames as they arrive, so that
+# `VideoWriter.commit` finds the video nearly finished instead of encoding all of it then (about
+# 0.15-0.25 s of an episode's 11 frames, measured). Two buffers held every frame until the input
+# closed: ffmpeg probes its input until it has read `-probesize` bytes (5 MB by default: 13 frames
+# of 256x512, more than a short episode delivers), and x264's defaults keep a lookahead of 40
+# frames and B-frames, which need later frames first. With `-probesize 32` the raw input (its size
+# and pixel format given) starts encoding at its first frame; `-tune zerolatency` turns off the
+# lookahead, B-frames and frame threads, so every frame is encoded and written as it comes (in the
+# encoder's low-priority gaps). `-preset veryfast` halves the encoder's CPU time. At the same CRF
+# the file is about a fifth larger (no B-frames) at about 50 dB PSNR against the frames, a plain
+# H.264 (yuv420p) MP4 that browsers play; video bytes are not part of the protocol identity.
+ENCODER_INPUT_PARAMS = ("-probesize", "32")
+ENCODER_OUTPUT_PARAMS = ("-preset", "veryfast", "-tune", "zerolatency")
 
 
 def _temporary(path: Path) -> Path:
@@ -126,9 +139,11 @@ class VideoWriter:
     temporary name.
 
     Frames are handed to an encoder thread, so starting ffmpeg and feeding it overlap with the
-    episode (the worker would otherwise wait on it while the bench service idles); `commit`
-    waits for the thread and the encoder, then renames the file into place. A failure in the
-    thread is raised by the next `add` or by `commit`.
+    episode (the worker would otherwise wait on it while the bench service idles), and the
+    encoder writes each frame as it comes (ENCODER_INPUT_PARAMS, ENCODER_OUTPUT_PARAMS); `commit`
+    waits for the thread and the encoder to finish the file (its last frame and the MP4 index),
+    makes it durable, then renames it into place. A failure in the thread is raised by the next
+    `add` or by `commit`.
     """
 
     path: Path
@@ -170,7 +185,9 @@ class VideoWriter:
                     assert self._tmp is not None
                     self._writer = imageio.get_writer(self._tmp, format="FFMPEG", mode="I", fps=self.fps,
                                                       codec="libx264", quality=7, macro_block_size=16,
-                                                      ffmpeg_log_level="error", output_params=["-f", "mp4"])
+                                                      ffmpeg_log_level="error",
+                                                      input_params=list(ENCODER_INPUT_PARAMS),
+                                                      output_params=[*ENCODER_OUTPUT_PARAMS, "-f", "mp4"])
                 self._writer.append_data(frame)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             self._error = exc
