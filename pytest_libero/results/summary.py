@@ -7,6 +7,7 @@ cell without a record is unattempted.
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 from pathlib import Path
@@ -65,7 +66,7 @@ def read_folders(run_dirs: list[Path]) -> list[tuple[dict[str, dict[str, Any]], 
             records: dict[str, dict[str, Any]] = {}
             paths: dict[str, str] = {}
             problems: list[str] = []
-            for path, record in zip(files, found):
+            for path, record in zip(files, itertools.islice(found, len(files)), strict=True):
                 if record is None:
                     problems.append(path)
                     continue
