@@ -33,9 +33,14 @@ class Cell:
 _CELL_ID = re.compile(r"(?P<suite>libero_[a-z0-9_]+?)-t(?P<task>\d{2,})-s(?P<init>\d{2,})(?:-seed(?P<seed>\d+))?")
 
 
+_BRACKETED = re.compile(r"\[(?P<id>[^\[\]]+)\]$")
+
+
 def bracketed(text: str) -> str:
     """The id inside a node id ending in `[<id>]`, else `text` itself."""
-    match = re.search(r"\[(?P<id>[^\[\]]+)\]$", text)
+    if not text.endswith(("]", "]\n")):  # ($ also matches before a final newline) a cell id: the common case
+        return text
+    match = _BRACKETED.search(text)
     return match.group("id") if match else text
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
+from collections import Counter
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -82,27 +84,34 @@ def _read(path: Path) -> Any:
 
 # Each outcome's value -> (its value, its pytest status): group_stats reads thousands of records a report.
 _STATUS_OF = {outcome.value: (outcome.value, status(outcome)) for outcome in Outcome}
+Fact = tuple[str, str, Any]  # a record's outcome, its pytest status, its first-success control (successes)
+_NO_RECORD: Fact = (*_STATUS_OF[Outcome.NOT_RUN.value], None)
 
 
-def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """Counts, both success rates with Wilson intervals and the median first-success control of `cells`."""
+def outcome_facts(records: Mapping[str, dict[str, Any]]) -> dict[str, Fact]:
+    """What group_stats counts of each record, by cell: read once for the many groups of a summary."""
+    facts = {}
+    for cell, record in records.items():
+        ended = record["outcome"]
+        known = _STATUS_OF.get(ended["outcome"])
+        # A name not in Outcome raises UnknownOutcome, as before.
+        value, state = known if known is not None else _STATUS_OF[Outcome(ended["outcome"]).value]
+        facts[cell] = (value, state, ended["first_success_control"] if value == "success" else None)
+    return facts
+
+
+def group_stats(cells: list[str], records: Mapping[str, dict[str, Any]],
+                facts: Mapping[str, Fact] | None = None) -> dict[str, Any]:
+    """Counts, both success rates with Wilson intervals and the median first-success control of `cells`
+    (`facts`: outcome_facts of the records, when the caller counts many groups)."""
+    if facts is None:
+        facts = outcome_facts({cell: records[cell] for cell in cells if cell in records})
+    found = [facts.get(cell, _NO_RECORD) for cell in cells]
     counts = {"selected": len(cells), **dict.fromkeys(STATUSES, 0)}
+    counts.update(Counter(map(itemgetter(1), found)))
     by_outcome = {outcome.value: 0 for outcome in Outcome}
-    first_success = []
-    not_run = _STATUS_OF[Outcome.NOT_RUN.value]
-    for cell in cells:
-        record = records.get(cell)
-        if record is None:
-            value, state = not_run
-        else:
-            ended = record["outcome"]
-            known = _STATUS_OF.get(ended["outcome"])
-            # A name not in Outcome raises UnknownOutcome, as before.
-            value, state = known if known is not None else _STATUS_OF[Outcome(ended["outcome"]).value]
-            if value == "success" and ended["first_success_control"] is not None:
-                first_success.append(ended["first_success_control"])
-        by_outcome[value] += 1
-        counts[state] += 1
+    by_outcome.update(Counter(map(itemgetter(0), found)))
+    first_success = [fact[2] for fact in found if fact[2] is not None]
     completed = counts["passed"] + counts["failed"]
     return {
         **counts, "by_outcome": by_outcome,
@@ -127,7 +136,8 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
         manifest, selection, problems = load_manifest(run_dir), load_selection(run_dir), []
     chosen = set(selection)
     cells = list(selection) + [c for c in records if c not in chosen]
-    suites = {s: group_stats([c for c in cells if c.startswith(s + "-")], records) for s in adapter.suites()}
+    facts = outcome_facts(records)
+    suites = {s: group_stats([c for c in cells if c.startswith(s + "-")], records, facts) for s in adapter.suites()}
     identities = sorted({r["identities"]["protocol"]["identity"] for r in records.values()})
     task = {c: task_of(c, records.get(c), adapter) for c in cells}
     by_task: dict[str, list[str]] = {}
@@ -135,9 +145,9 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
         by_task.setdefault(task[cell], []).append(cell)
     summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION, "run_kind": run_kind(records.values()), "run": manifest,
-        "overall": group_stats(cells, records),
+        "overall": group_stats(cells, records, facts),
         "suites": {s: g for s, g in suites.items() if g["selected"]},
-        "tasks": {label: dict(group_stats(members, records), suite=_suite(members[0], records, adapter))
+        "tasks": {label: dict(group_stats(members, records, facts), suite=_suite(members[0], records, adapter))
                   for label, members in by_task.items()},
         "protocol_identities": identities,
         "episodes": [episode_row(cell, records.get(cell), task=task[cell], suite=_suite(cell, records, adapter))
@@ -149,7 +159,7 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
     from pytest_libero.results.schedule_summary import extend
 
     def group(group_cells: list[str]) -> dict[str, Any]:
-        return group_stats(group_cells, records)
+        return group_stats(group_cells, records, facts)
 
     extend(summary, cells, group, adapter.suites())
     for seed_cells, block in _seed_blocks(summary, cells):  # full mode: per task x run seed

@@ -41,12 +41,15 @@ def throughput(records: dict[str, dict[str, Any]]) -> dict[str, Any]:
     phases = dict.fromkeys((*PHASES, "other"), 0.0)
     starts, ends = [], []
     wall = 0.0
+    timed_phases = [(phase, key) for phase, keys in PHASES.items() for key in keys]
     for record in timed:
         timing, counters = record["timing"], record["counters"]
         seconds = float(timing["wall_s"])
         wall += seconds
-        for phase, keys in PHASES.items():
-            phases[phase] += sum(float(timing.get(k) or 0.0) for k in keys)
+        for phase, key in timed_phases:
+            value = timing.get(key)
+            if value:
+                phases[phase] += float(value)
         entry = workers.setdefault(str(record.get("worker")), {"episodes": 0, "controls": 0, "busy_s": 0.0})
         entry["episodes"] += 1
         entry["controls"] += int(counters["executed_controls"]) + int(counters["settling_controls"])
