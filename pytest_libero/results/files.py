@@ -92,8 +92,10 @@ def write_json_atomic(path: Path, document: Any, sort_keys: bool = True, compact
     write_bytes_atomic(path, text + b"\n")
 
 
-def is_temporary(path: Path) -> bool:
-    return path.name.startswith(".") and ".tmp." in path.name
+def is_temporary(path: Path | str) -> bool:
+    """Whether `path` (a Path, or a file name as a string) names a temporary of an atomic write."""
+    name = path if isinstance(path, str) else path.name
+    return name.startswith(".") and ".tmp." in name
 
 
 @functools.cache

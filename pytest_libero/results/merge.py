@@ -115,14 +115,14 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
     _same({d: (s.get("shard") or {}).get("count") for d, (_, s, _, _) in loaded.items()}, "shard count")
     first_manifest, first_selection, _, _ = next(iter(loaded.values()))
     cells: list[str] = list(first_selection.get("unsharded_cells", first_selection.get("cells", [])))
-    chosen: dict[str, tuple[Path, dict[str, Any], str]] = {}
+    chosen: dict[str, tuple[str, dict[str, Any], str]] = {}  # cell: (folder, record, its file)
     for folder, (_, _, records, paths) in loaded.items():
         for cell, record in records.items():
             # A completed episode over an error over one that never ran; then the latest.
             key = (completeness(record["outcome"]["outcome"]), record.get("finished", ""))
             held = chosen.get(cell)
             if held is None or key > (completeness(held[1]["outcome"]["outcome"]), held[1].get("finished", "")):
-                chosen[cell] = (Path(folder), record, paths[cell])
+                chosen[cell] = (folder, record, paths[cell])
     _prepare_out(out_dir)
     target = RunDir(out_dir)
     target.episodes.mkdir(parents=True, exist_ok=True)
@@ -148,7 +148,7 @@ def merge(out_dir: Path, run_dirs: list[Path], adapter: BenchmarkAdapter) -> dic
     present = sorted({s["index"] for s in shards.values() if s})
     provenance = {
         "schema_version": 1, "sources": [{"folder": d, "run_id": m.get("run_id"), "shard": s.get("shard"),
-                                          "records": sum(1 for f, _, _ in chosen.values() if str(f) == d)}
+                                          "records": sum(1 for f, _, _ in chosen.values() if f == d)}
                                          for d, (m, s, _, _) in loaded.items()],
         "missing_shards": [k for k in range(1, count + 1) if k not in present] if count else [],
     }

@@ -60,7 +60,7 @@ def read_folders(run_dirs: list[Path]) -> list[tuple[dict[str, dict[str, Any]], 
             names = sorted(name for name in os.listdir(episodes) if name.endswith(".json"))
         except OSError:  # no episodes/ (yet)
             names = []
-        listed.append([os.path.join(episodes, name) for name in names if not is_temporary(Path(name))])
+        listed.append([os.path.join(episodes, name) for name in names if not is_temporary(name)])
     found = iter(read_checked([path for files in listed for path in files]))
     folders = []
     with gc_paused():
