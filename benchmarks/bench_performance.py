@@ -354,8 +354,11 @@ def main(argv: list[str] | None = None) -> int:
             runner.warm_up(plan[0][1])
         # Interleaved: episode i of every mode, then episode i + 1, so that a change of load on a
         # shared machine falls on every mode alike. Each mode keeps its own environment or service.
-        for cell, chunks in plan:
-            for runner in runners:
+        # After the native episode the other modes take turns going first (reversed every other
+        # episode), so that no mode always runs right after the native loop's teardown.
+        for index, (cell, chunks) in enumerate(plan):
+            others = runners[1:] if index % 2 == 0 else runners[:0:-1]
+            for runner in [runners[0], *others]:
                 runner.episode(cell, chunks)
     finally:
         for runner in runners:
@@ -378,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {mode.name:<22}{cells_text}")
     native_setup = statistics.mean(native.setups)
     print(f"\n  native fresh-environment setup (mean): {native_setup:.2f} s")
-    for mode in modes[2:]:
+    for mode in modes[1:]:
         first_setup = mode.setups[:: args.episodes]
         kept_setups = [s for i, s in enumerate(mode.setups) if i % args.episodes]
         line = f"  {mode.name:<22} setup vs native: all episodes {statistics.mean(mode.setups) / native_setup:.2f}x"
