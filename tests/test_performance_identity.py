@@ -131,11 +131,11 @@ def test_the_service_is_recycled_between_episodes_once_its_memory_grows():
     service = BenchService(max_rss_mib=1.0)  # any size at all: recycle after every episode
     try:
         results, pids = [], []
-        for init in (0, 1, 2):
+        for init in (0, 1):
             results.append(run_episode(service, ZeroPolicy(), Cell("libero_10", 0, init), protocol))
             pids.append(service.pid)
-        assert [r.outcome for r in results] == ["failure"] * 3
-        assert pids == [None, None, None] and service.recycled == 3  # closed after every episode
-        assert [r.private["env_reused"] for r in results] == [False] * 3  # each fresh service builds anew
+        assert [r.outcome for r in results] == ["failure"] * 2
+        assert pids == [None, None] and service.recycled == 2  # closed after every episode
+        assert [r.private["env_reused"] for r in results] == [False] * 2  # each fresh service builds anew
     finally:
         service.close()
