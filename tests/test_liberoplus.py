@@ -371,6 +371,33 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
     assert "1 skipped for missing assets" in page
 
 
+def test_summary_has_one_suites_row_per_suite_equal_to_the_blocks_by_suite(tmp_path, synthetic_file):
+    """summary.json's generic `suites` come from each record's cell.suite, whatever the id grammar
+    (`libero_plus-libero_goal-v00001` has no `suite-` prefix), so any reader of summary.json sees them."""
+    from pytest_libero.results.records import RunDir, placeholder_record, write_record
+    from pytest_libero.results.summary import rebuild
+
+    context = PlusSettings(classification=str(synthetic_file), assets=None)
+    run = RunDir(tmp_path / "run")
+    protocol = Protocol(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None,
+                        benchmark="libero_plus", benchmark_options=(("clean_instructions", False),))
+    cells = [lp.variant_id(suite, i) for suite, count in (("libero_goal", 5), ("libero_spatial", 3)) for i in range(count)]
+    outcomes = ["success", "failure", "env_error", "success", "failure", "success", "success", "failure"]
+    for cell, outcome in zip(cells, outcomes, strict=True):
+        record = placeholder_record(cell, outcome, outcome, adapter=PLUS, context=context,
+                                    protocol=protocol.as_dict(), identity=protocol.identity, worker="main",
+                                    policy_profile={"spec": {"name": "zero", "kwargs": {}}})
+        if outcome == "failure":
+            record["outcome"]["termination"] = "truncation"
+        write_record(run, record)
+    (run.path / "selection.json").write_text(json.dumps({"schema_version": 1, "cells": cells}))
+    summary = rebuild(run.path, PLUS)
+    assert list(summary["suites"]) == ["libero_spatial", "libero_goal"]  # the catalog's order
+    assert summary["suites"] == summary["libero_plus"]["by_suite"]
+    assert summary["suites"]["libero_goal"]["selected"] == 5 and summary["suites"]["libero_goal"]["errored"] == 1
+    assert summary["suites"]["libero_spatial"]["passed"] == 2
+
+
 def test_resume_keeps_a_recorded_variant_without_starting_anything(pytester, synthetic_file):
     """--libero-resume works with LIBERO-plus ids: a recorded success is reported, nothing runs."""
     from pytest_libero.core.protocol import DEFAULT_MAX_POLICY_CALLS

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pytest_libero.core.cells import parse_run_seed
 from pytest_libero.core.protocol import describe_overrides
@@ -65,8 +65,9 @@ def spread(rates: list[float]) -> dict[str, Any]:
     return {"mean": mean, "sd": sd, "sem": sem, "n_seeds": len(rates)}
 
 
-def seeds_block(cells: list[str], group: Group, suite_order: Sequence[str]) -> dict[str, Any] | None:
-    """Per run seed: overall and per-suite groups; across seeds: mean and spread. None without seed ids."""
+def seeds_block(cells: list[str], group: Group, by_suite: Mapping[str, Sequence[str]]) -> dict[str, Any] | None:
+    """Per run seed: overall and per-suite groups (`by_suite`: each suite's cells, in order); across seeds:
+    mean and spread. None without seed ids."""
     by_seed: dict[int, list[str]] = {}
     for cell in cells:
         seed = parse_run_seed(cell)
@@ -76,10 +77,11 @@ def seeds_block(cells: list[str], group: Group, suite_order: Sequence[str]) -> d
         return None
     per_seed: dict[str, Any] = {}
     for seed, seed_cells in by_seed.items():
-        suites = {s: group([c for c in seed_cells if c.startswith(s + "-")]) for s in suite_order}
+        chosen = set(seed_cells)
+        suites = {s: group([c for c in members if c in chosen]) for s, members in by_suite.items()}
         per_seed[str(seed)] = {"overall": group(seed_cells),
                                "suites": {s: g for s, g in suites.items() if g["selected"]}}
-    names = sorted({s for block in per_seed.values() for s in block["suites"]}, key=list(suite_order).index)
+    names = [s for s in by_suite if any(s in block["suites"] for block in per_seed.values())]
 
     def across(suite: str | None) -> dict[str, Any]:
         """Spread of the per-seed rates, overall (suite None) or of one suite."""
@@ -91,11 +93,11 @@ def seeds_block(cells: list[str], group: Group, suite_order: Sequence[str]) -> d
             "per_seed": per_seed, "mean": {"overall": across(None), "suites": {s: across(s) for s in names}}}
 
 
-def extend(summary: dict[str, Any], cells: list[str], group: Group, suite_order: Sequence[str]) -> None:
+def extend(summary: dict[str, Any], cells: list[str], group: Group, by_suite: Mapping[str, Sequence[str]]) -> None:
     """Add `schedule`, and `seeds` where it applies, to a summary in place."""
     settings = ((summary.get("run") or {}).get("protocol") or {}).get("settings")
     summary["schedule"] = schedule_block(settings)
-    seeds = seeds_block(cells, group, suite_order)
+    seeds = seeds_block(cells, group, by_suite)
     if seeds is not None:
         summary["seeds"] = seeds
 

@@ -137,7 +137,8 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
     chosen = set(selection)
     cells = list(selection) + [c for c in records if c not in chosen]
     facts = outcome_facts(records)
-    suites = {s: group_stats([c for c in cells if c.startswith(s + "-")], records, facts) for s in adapter.suites()}
+    by_suite = _by_suite(cells, records, adapter)
+    suites = {s: group_stats(members, records, facts) for s, members in by_suite.items()}
     identities = sorted({r["identities"]["protocol"]["identity"] for r in records.values()})
     task = {c: task_of(c, records.get(c), adapter) for c in cells}
     by_task: dict[str, list[str]] = {}
@@ -146,7 +147,7 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
     summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION, "run_kind": run_kind(records.values()), "run": manifest,
         "overall": group_stats(cells, records, facts),
-        "suites": {s: g for s, g in suites.items() if g["selected"]},
+        "suites": suites,
         "tasks": {label: dict(group_stats(members, records, facts), suite=_suite(members[0], records, adapter))
                   for label, members in by_task.items()},
         "protocol_identities": identities,
@@ -161,7 +162,7 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
     def group(group_cells: list[str]) -> dict[str, Any]:
         return group_stats(group_cells, records, facts)
 
-    extend(summary, cells, group, adapter.suites())
+    extend(summary, cells, group, by_suite)
     for seed_cells, block in _seed_blocks(summary, cells):  # full mode: per task x run seed
         seed_tasks: dict[str, list[str]] = {}
         for cell in seed_cells:
@@ -189,6 +190,18 @@ def task_of(cell: str, record: dict[str, Any] | None, adapter: BenchmarkAdapter)
             return label
     parsed = parse_cell_id(cell)
     return f"{parsed[0]}-t{parsed[1]:02d}" if parsed is not None else "no record"
+
+
+def _by_suite(cells: list[str], records: Mapping[str, dict[str, Any]],
+              adapter: BenchmarkAdapter) -> dict[str, list[str]]:
+    """The cells of each suite, the suite read from each record's `cell.suite` (any id grammar), in the
+    adapter's suite order, then suites it does not list in the order they first appear."""
+    members: dict[str, list[str]] = {suite: [] for suite in adapter.suites()}
+    for cell in cells:
+        suite = _suite(cell, records, adapter)
+        if suite is not None:
+            members.setdefault(suite, []).append(cell)
+    return {suite: found for suite, found in members.items() if found}
 
 
 def _suite(cell: str, records: Mapping[str, dict[str, Any]], adapter: BenchmarkAdapter) -> str | None:
