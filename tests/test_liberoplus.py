@@ -381,7 +381,8 @@ def test_summary_has_one_suites_row_per_suite_equal_to_the_blocks_by_suite(tmp_p
     run = RunDir(tmp_path / "run")
     protocol = Protocol(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None,
                         benchmark="libero_plus", benchmark_options=(("clean_instructions", False),))
-    cells = [lp.variant_id(suite, i) for suite, count in (("libero_goal", 5), ("libero_spatial", 3)) for i in range(count)]
+    cells = [lp.variant_id(suite, i)
+             for suite, count in (("libero_goal", 5), ("libero_spatial", 3)) for i in range(count)]
     outcomes = ["success", "failure", "env_error", "success", "failure", "success", "success", "failure"]
     for cell, outcome in zip(cells, outcomes, strict=True):
         record = placeholder_record(cell, outcome, outcome, adapter=PLUS, context=context,
