@@ -12,8 +12,8 @@ from typing import Any
 
 from pytest_libero.results.cluster.jobs import ClusterError
 from pytest_libero.results.cluster.k8s import K8sSpec, k8s_text
-from pytest_libero.results.cluster.slurm import (SlurmSpec, check_shard_count, collect_cells, merge_script, shard_script,
-                                                 submit_slurm)
+from pytest_libero.results.cluster.slurm import (SlurmSpec, check_shard_count, collect_cells, merge_script,
+                                                 shard_script, submit_slurm)
 from pytest_libero.results.cluster.status import gather_status, render_status, resubmit_slurm
 
 

@@ -85,7 +85,8 @@ def test_libero_pro_suites_are_summarized_per_perturbation_beside_the_base(tmp_p
     assert row["perturbations"]["swap"]["rate"] == 0.25 and row["perturbations"]["swap"]["difference_vs_base"] == -0.75
     assert row["perturbations"]["lan"]["rate"] == 0.75
     assert set(summary["suites"]) == {"libero_goal", "libero_goal_lan", "libero_goal_swap"}
-    assert "LIBERO-PRO libero_goal: base 100.0% (n=4); lan 75.0% (n=4), swap 25.0% (n=4)" in LIBERO.terminal_lines(summary)
+    line = "LIBERO-PRO libero_goal: base 100.0% (n=4); lan 75.0% (n=4), swap 25.0% (n=4)"
+    assert line in LIBERO.terminal_lines(summary)
     page = (run_dir / "report.html").read_text()
     assert "LIBERO-PRO libero_goal: base 100.0% (n=4)" in page and "LIBERO schedule: full mode" in page
 

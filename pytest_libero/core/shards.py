@@ -34,7 +34,7 @@ class Shard:
 def int_ranges(values: Sequence[int]) -> str:
     """Sorted distinct integers as ranges: 0,1,2,5 -> '0-2,5' (schedule tables, Slurm's --array)."""
     ordered = sorted(set(values))
-    parts: list[str] = []
+    parts: list[list[int]] = []
     for value in ordered:
         if parts and value == parts[-1][1] + 1:
             parts[-1][1] = value

@@ -63,7 +63,8 @@ def _completed(records: dict[str, dict[str, Any]]) -> dict[str, bool]:
     return {cell: outcome == Outcome.SUCCESS for cell, outcome in outcomes.items() if outcome in COMPLETED}
 
 
-def compare(run_a: Path, run_b: Path, adapter_for: Callable[[Mapping[str, Any] | None], BenchmarkAdapter]) -> dict[str, Any]:
+def compare(run_a: Path, run_b: Path,
+            adapter_for: Callable[[Mapping[str, Any] | None], BenchmarkAdapter]) -> dict[str, Any]:
     """The paired comparison of two run folders (CompareError when they are not comparable).
 
     `adapter_for` gives the benchmark adapter of a run's protocol settings (its suite order and

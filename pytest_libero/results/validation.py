@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 from itertools import chain
 from typing import Any, Callable
 
 BLOCKS = ("observations", "chunks")  # the record's fields that are blocks of columns (schemas 2, 3)
-_NUMBER_TYPES = {"integer": {int}, "number": {int, float}, "string": {str}}
+_NUMBER_TYPES: dict[str, set[type]] = {"integer": {int}, "number": {int, float}, "string": {str}}
 
 ColumnCheck = Callable[[list[Any]], bool]
 RecordCheck = Callable[[dict[str, Any]], bool]
@@ -38,7 +37,7 @@ def record_problem(record: Any) -> str | None:
     try:
         validate(record)
     except invalid as exc:
-        return str(exc.message)
+        return str(getattr(exc, "message", exc))  # fastjsonschema's JsonSchemaValueException
     return None
 
 
@@ -59,9 +58,9 @@ def is_valid_record(record: Any) -> bool:
 
 
 def _schema() -> dict[str, Any]:
-    from pytest_libero.core.data import SCHEMA_DIR
+    from pytest_libero.core.data import read_json
 
-    return json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    return read_json("schemas/episode_record.schema.json")
 
 
 @functools.cache  # one compiled validator per process, not one per record
