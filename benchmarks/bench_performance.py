@@ -182,7 +182,8 @@ class Plugin:
         self.service = BenchService(env={**LIBERO_SERVICE, LEAN_RESET_ENV: "1" if lean_reset else "0"})
 
     def warm_up(self, chunks: list[np.ndarray]) -> None:
-        run_episode(self.service, ChunkReplayPolicy(chunks), WARMUP, self.protocol, EpisodeSettings(reuse_env=self.reuse))
+        run_episode(self.service, ChunkReplayPolicy(chunks), WARMUP, self.protocol,
+                    EpisodeSettings(reuse_env=self.reuse))
 
     def episode(self, cell: Cell, chunks: list[np.ndarray]) -> None:
         from pytest_libero.plugin.episode_files import EpisodeFiles
