@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from pytest_libero.benchmarks import get, service_env
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.benchmarks.libero.reference import ChunkReplayPolicy, native_rollout
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     protocol = Protocol(scope="benchmark", budget="decisions", replan_interval=args.replan,
                         max_policy_calls=args.calls)
-    service = BenchService()
+    service = BenchService(env=service_env(get("libero"), None))
     identical = True
     try:
         for cell in map(parse_cell, args.cells):

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from bench_native_vs_plugin import parse_cell  # this script's folder is on sys.path
 
+from pytest_libero.benchmarks import get, service_env
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.hashing import images_digest
 from pytest_libero.core.protocol import Protocol
@@ -50,6 +51,8 @@ from pytest_libero.runtime.service import DEFAULT_MAX_RSS_MIB, BenchService, rss
 # One throwaway episode per process before the clock starts: a worker pays its process's first
 # imports and first GL context once per session, not once per episode.
 WARMUP = Cell("libero_goal", 1)
+# The bench service runs LIBERO's service module, named through the registry as the plugin does.
+LIBERO_SERVICE = service_env(get("libero"), None)
 
 
 @dataclass
@@ -176,7 +179,7 @@ class Plugin:
         self.run = LiberoRun(protocol=protocol, cells=tuple(cells), policy=PolicySpec("replay-benchmark"),
                              allow_source_mismatch=False, service_timeout_s=600, output_root=str(out), video="all",
                              video_rate=video_rate, reuse_env=reuse)
-        self.service = BenchService(env={LEAN_RESET_ENV: "1" if lean_reset else "0"})
+        self.service = BenchService(env={**LIBERO_SERVICE, LEAN_RESET_ENV: "1" if lean_reset else "0"})
 
     def warm_up(self, chunks: list[np.ndarray]) -> None:
         run_episode(self.service, ChunkReplayPolicy(chunks), WARMUP, self.protocol,
@@ -244,7 +247,7 @@ def measure_rss(cells: list[Cell], episodes: int, protocol: Protocol, replan: in
     run = LiberoRun(protocol=protocol, cells=tuple(cells), policy=PolicySpec("replay-benchmark"),
                     allow_source_mismatch=False, service_timeout_s=600, output_root=str(out), video="all")
     chunks = sequences(99, 1, protocol.max_policy_calls or 1, replan)[0]
-    service, lines, samples = BenchService(max_rss_mib=None), [], []  # no recycling: measure growth
+    service, lines, samples = BenchService(env=LIBERO_SERVICE, max_rss_mib=None), [], []  # no recycling: measure growth
     try:
         for index in range(episodes):
             cell = cells[index % len(cells)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_libero.benchmarks import get, service_env
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.policy import PolicySpec
 from pytest_libero.runtime.policies import build_builtin, check_policy_object
@@ -25,7 +26,7 @@ def test_entry_point_file_factory_and_robomemarena_adapters_run_real_rollouts(tm
     monkeypatch.chdir(tmp_path)
     specs = [PolicySpec("epmodel", {"n": 5}), PolicySpec("mine.py:make", {"n": 6}),
              PolicySpec("mem_adapter.py:build_adapter", {"checkpoint_dir": "/ckpt"})]
-    service = BenchService()
+    service = BenchService(env=service_env(get("libero"), None))
     try:
         for spec in specs:
             policy = check_policy_object(build_builtin(spec), spec)

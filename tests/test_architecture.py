@@ -17,11 +17,12 @@ import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pytest_libero"
+ADAPTERS = ROOT / "adapters"  # shipped as pytest_libero.adapters
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def lint_imports(package_parent: Path) -> subprocess.CompletedProcess[str]:
-    """Run the project's contracts on the `pytest_libero` found in `package_parent`."""
+    """Run the project's contracts on the `pytest_libero` and `adapters` found in `package_parent`."""
     env = dict(os.environ, PYTHONPATH=str(package_parent), NO_COLOR="1", COLUMNS="400")
     return subprocess.run([str(LINT_IMPORTS), str(ROOT / "pyproject.toml"), "--no-cache"],
                           cwd=package_parent, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -93,6 +94,7 @@ def test_the_package_has_no_import_cycle():
 def test_a_deliberate_violation_breaks_the_contracts(tmp_path, monkeypatch):
     copy = tmp_path / "pytest_libero"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ADAPTERS, tmp_path / "adapters", ignore=shutil.ignore_patterns("__pycache__", "demo_logs"))
     # core reaching up into the plugin, pytest outside the plugin, a simulator outside a service
     # module, libero reaching into libero_plus, and a cycle between two results modules.
     with (copy / "core" / "cells.py").open("a") as stream:
@@ -107,9 +109,13 @@ def test_a_deliberate_violation_breaks_the_contracts(tmp_path, monkeypatch):
         stream.write("\nfrom pytest_libero.benchmarks.libero import catalog as _libero  # noqa\n")
     with (copy / "benchmarks" / "libero" / "selection.py").open("a") as stream:
         stream.write("\nfrom pytest_libero.benchmarks.libero_plus import catalog as _plus  # noqa\n")
+    # A policy adapter reaching past core into the runtime.
+    with (tmp_path / "adapters" / "openpi.py").open("a") as stream:
+        stream.write("\ndef _late():\n    from pytest_libero.runtime import policies  # noqa\n")
     done = lint_imports(tmp_path)
     assert done.returncode != 0
-    assert "Contracts: 0 kept, 5 broken." in done.stdout, done.stdout
+    assert "Contracts: 0 kept, 6 broken." in done.stdout, done.stdout
+    assert "adapters.openpi -> pytest_libero.runtime.policies" in done.stdout
     assert "pytest_libero.core.cells -> pytest_libero.plugin.options" in done.stdout
     assert "pytest_libero.core.cells -> pytest" in done.stdout
     assert "pytest_libero.results.telemetry -> mujoco" in done.stdout
@@ -140,7 +146,8 @@ def private_names_crossing(package_dir: Path) -> list[str]:
                         found.append(f"{path.relative_to(package_dir.parent)}:{node.lineno} imports {alias.name}")
                     modules.add(alias.asname or alias.name)
             elif isinstance(node, ast.Import):
-                modules.update(a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("pytest_libero"))
+                modules.update(a.asname or a.name.split(".")[0] for a in node.names
+                               if a.name.startswith("pytest_libero"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules \
                     and node.attr.startswith("_") and not node.attr.startswith("__"):
@@ -156,3 +163,23 @@ def test_no_private_name_crosses_a_module(tmp_path):
                                               "from pytest_libero.core import cells\nx = cells._match\n")
     assert private_names_crossing(copy) == ["pytest_libero/results/page.py:1 imports _read",
                                             "pytest_libero/results/page.py:3 uses cells._match"]
+
+
+def test_the_adapters_contract_sees_every_adapter_and_forbids_all_but_core_and_errors():
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: import-linter's own TOML reader
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "adapters"]
+    # The folder checked is the one that ships as pytest_libero.adapters ...
+    assert config["tool"]["setuptools"]["package-dir"]["pytest_libero.adapters"] == ADAPTERS.name
+    assert contract["source_modules"] == [ADAPTERS.name]
+    assert ADAPTERS.name in config["tool"]["importlinter"]["root_packages"]
+    # ... and the graph lint-imports builds holds each of its modules (grimp walks the folder).
+    graph = grimp.build_graph(ADAPTERS.name)
+    assert {f"adapters.{path.stem}" for path in ADAPTERS.glob("*.py") if path.stem != "__init__"} <= graph.modules
+    top_level = {f"pytest_libero.{path.stem}" for path in PACKAGE.glob("*.py") if path.stem != "__init__"}
+    top_level |= {f"pytest_libero.{path.parent.name}" for path in PACKAGE.glob("*/__init__.py")}
+    assert set(contract["forbidden_modules"]) == top_level - {"pytest_libero.core", "pytest_libero.errors"}

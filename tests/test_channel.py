@@ -1,9 +1,11 @@
-"""The request/reply channel of the child processes: ok, remote error, timeout, peer death."""
+"""The request/reply channel of the child processes: ok, remote error, timeout, peer death; and the
+child-process mechanism on it (runtime/child.Child): deadlines, faults, discarding."""
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from multiprocessing import Pipe
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 from pytest_libero.runtime.channel import Channel, NoReply, PeerDied, RemoteError, serve
+from pytest_libero.runtime.child import Child, Faults
 
 TESTS = str(Path(__file__).parent)
 
@@ -104,3 +107,48 @@ def test_close_ends_the_loop_even_when_its_handler_raises():
     with pytest.raises(PeerDied) as info:
         channel.request("echo", 1, timeout_s=30)
     assert info.value.exit_code is None
+
+
+class PeerFault(Exception):
+    pass
+
+
+def faults(discard_on_error: bool) -> Faults:
+    return Faults(fault=PeerFault, before_deadline="late before {op}", past_deadline="late in {op}",
+                  no_reply="{op}: nothing in {timeout:g} s", died="{op}: died ({exit_code})",
+                  raised="{op}: {type_name}: {message}", discard_on_error=discard_on_error)
+
+
+@pytest.mark.parametrize("discard_on_error", [True, False])
+def test_a_child_raises_each_failure_as_its_sides_fault_and_is_discarded_as_told(discard_on_error):
+    child = Child("channel_peer", faults(discard_on_error), {"PYTHONPATH": TESTS})
+    try:
+        assert child.pid is None and child.request("echo", 1, timeout_s=30) == 1  # started when needed
+        pid = child.pid
+        with pytest.raises(PeerFault, match="^raise: RuntimeError: bad weights$"):
+            child.request("raise", "bad weights", timeout_s=30)
+        assert (child.pid is None) is discard_on_error  # the service discards; the policy keeps its process
+        with pytest.raises(PeerFault, match="^hang: nothing in 0.2 s$"):
+            child.request("hang", None, timeout_s=0.2)
+        assert child.pid is None  # killed
+        with pytest.raises(PeerFault, match=r"^exit: died \(3\)$"):
+            child.request("exit", 3, timeout_s=30)
+        assert child.request("echo", 2, timeout_s=30) == 2 and child.pid not in (None, pid)
+    finally:
+        child.close(timeout_s=30)
+
+
+def test_a_childs_requests_end_at_the_deadline_in_its_sides_words():
+    child = Child("channel_peer", faults(True), {"PYTHONPATH": TESTS})
+    try:
+        child.set_deadline(time.monotonic() - 1)
+        with pytest.raises(PeerFault, match="^late before echo$"):
+            child.request("echo", 1, timeout_s=30)
+        assert child.pid is None  # nothing was started for a request already late
+        child.set_deadline(time.monotonic() + 0.5)
+        with pytest.raises(PeerFault, match="^late in hang$"):
+            child.request("hang", None, timeout_s=30)  # the deadline is nearer than the timeout
+        child.set_deadline(None)
+        assert child.request("echo", 3, timeout_s=30) == 3
+    finally:
+        child.close(timeout_s=30)

@@ -13,6 +13,7 @@ import pytest
 from fakes import fake_conftest
 
 from evidence_helpers import records, run_dirs
+from pytest_libero.benchmarks import get, service_env
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.plugin.options import default_episode_timeout_s
 from pytest_libero.runtime.service import BenchService
@@ -40,7 +41,7 @@ def test_default_episode_timeout_is_sized_to_the_cap():
 
 
 def test_a_stopped_service_is_killed_at_the_episode_deadline_and_restarted():
-    service = BenchService(timeout_s=600)
+    service = BenchService(timeout_s=600, env=service_env(get("libero"), None))
     try:
         service.check_sources()  # starts the process
         pid = service.pid

@@ -153,8 +153,9 @@ def test_replaying_the_log_on_init_state_1_is_a_policy_error():
     from pytest_libero.core.protocol import Protocol
     from pytest_libero.core.rollout import run_episode
     from pytest_libero.runtime.service import BenchService
+    from pytest_libero.benchmarks import get, service_env
 
-    service = BenchService()
+    service = BenchService(env=service_env(get("libero"), None))
     try:
         result = run_episode(service, DemoPolicy(), Cell("libero_10", 0, init_index=1),
                              Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=3))

@@ -126,9 +126,11 @@ def test_the_service_is_recycled_between_episodes_once_its_memory_grows():
     from pytest_libero.core.protocol import Protocol
     from pytest_libero.core.rollout import run_episode
     from pytest_libero.runtime.service import BenchService
+    from pytest_libero.benchmarks import get, service_env
 
     protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=1)
-    service = BenchService(max_rss_mib=1.0)  # any size at all: recycle after every episode
+    # any size at all: recycle after every episode
+    service = BenchService(env=service_env(get("libero"), None), max_rss_mib=1.0)
     try:
         results, pids = [], []
         for init in (0, 1):

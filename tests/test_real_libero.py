@@ -9,6 +9,7 @@ import pytest
 
 from evidence_helpers import check_videos, records, run_dirs
 
+from pytest_libero.benchmarks import get, service_env
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.benchmarks.libero.reference import ChunkReplayPolicy, native_rollout
@@ -50,7 +51,7 @@ def test_rendering_only_delivered_observations_is_bit_identical_to_the_native_lo
     chunks = [np.concatenate([rng.uniform(-0.5, 0.5, (5, 6)), np.ones((5, 1))], axis=1) for _ in range(3)]
     protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
     native = native_rollout("libero_10", 0, chunks, 5, control_cap=15)
-    service, policy = BenchService(), ChunkReplayPolicy(chunks)
+    service, policy = BenchService(env=service_env(get("libero"), None)), ChunkReplayPolicy(chunks)
     try:
         result = run_episode(service, policy, Cell("libero_10", 0), protocol)
     finally:
@@ -188,7 +189,7 @@ class StateProbe:
 @pytest.fixture(scope="module")
 def track_service():
     """One bench service for the state-track episodes (the same cell): it builds the environment once."""
-    service = BenchService()
+    service = BenchService(env=service_env(get("libero"), None))
     try:
         yield service
     finally:

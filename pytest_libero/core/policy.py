@@ -33,6 +33,19 @@ class Policy(Protocol):
         """Optional (the harness calls it when present): release resources at the end of the worker's session."""
 
 
+@runtime_checkable
+class KeepsDeadline(Protocol):
+    """A policy or bench service that bounds its own calls by the episode deadline.
+
+    The engine (pytest_libero.core.rollout) tells it the deadline instead of interrupting it: it
+    runs its calls in a child process it can kill (ProcessPolicy, BenchService). Optional: the
+    engine checks for it with isinstance.
+    """
+
+    def set_deadline(self, deadline: float | None) -> None:
+        """Bound every call until `deadline` (time.monotonic()) by the time left; None lifts it."""
+
+
 @dataclass(frozen=True, slots=True)
 class PolicySpec:
     """Enough to rebuild the policy: a registered name or `path/to/file.py:factory`, and kwargs."""

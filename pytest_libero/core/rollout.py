@@ -23,6 +23,7 @@ from pytest_libero.core.contract import STOP, Counters, Observation, seal_observ
 from pytest_libero.errors import ActionError, EnvironmentFault, PolicyFault
 from pytest_libero.core.hashing import image_hashes
 from pytest_libero.core.outcomes import Outcome, Termination
+from pytest_libero.core.policy import KeepsDeadline
 from pytest_libero.core.protocol import Protocol as EvalProtocol
 
 FrameSink = Callable[[Any, bool], None]  # (images, is_first_success_frame)
@@ -125,7 +126,7 @@ class EpisodeSettings:
     `allow_source_mismatch`: the service runs even if the installed LIBERO files differ from the
     frozen inventory. `deadline_s` bounds the whole episode, charged to whoever held the time:
     a policy call still running at the deadline is interrupted (with `interrupt_policy`, in
-    process) or killed (a policy with its own deadline, `set_episode_deadline`) and one that
+    process) or killed (a policy that keeps its own deadline, core.policy.KeepsDeadline) and one that
     returns after it is a policy fault all the same (policy_error); a service request gets the
     time left plus a grace (service_grace_s): one that misses it is killed (env_error), a reply
     in the grace that leaves the episode going is charged to the policy when its calls held at
@@ -154,24 +155,24 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
     frames are passed on at `settings.video_rate`.
     """
     deadline = None if settings.deadline_s is None else time.monotonic() + settings.deadline_s
-    # A service may not support deadlines (test doubles); BenchService does. Its requests may run
-    # into the grace past the episode deadline (service_grace_s): who held the time is decided here.
-    set_deadline = getattr(service, "set_deadline", None)
-    if set_deadline is not None and deadline is not None:
-        assert settings.deadline_s is not None
-        set_deadline(deadline + service_grace_s(settings.deadline_s))
-    # A policy with its own deadline (ProcessPolicy, when the engine does not interrupt it) is told
-    # the episode's: a hung isolated call is killed at it.
-    set_policy_deadline = None if settings.interrupt_policy else getattr(policy, "set_episode_deadline", None)
-    if set_policy_deadline is not None:
-        set_policy_deadline(deadline)
+    # A service may not keep deadlines (test doubles); BenchService does. Its requests may run into
+    # the grace past the episode deadline (service_grace_s): who held the time is decided here.
+    service_deadline = service if isinstance(service, KeepsDeadline) and deadline is not None else None
+    if service_deadline is not None:
+        assert deadline is not None and settings.deadline_s is not None
+        service_deadline.set_deadline(deadline + service_grace_s(settings.deadline_s))
+    # A policy that keeps its own deadline (ProcessPolicy), when the engine does not interrupt it,
+    # is told the episode's: a hung isolated call is killed at it.
+    policy_deadline = policy if isinstance(policy, KeepsDeadline) and not settings.interrupt_policy else None
+    if policy_deadline is not None:
+        policy_deadline.set_deadline(deadline)
     try:
         return _Rollout(service, policy, cell, protocol, settings, on_frame, deadline).run()
     finally:
-        if set_deadline is not None:
-            set_deadline(None)
-        if set_policy_deadline is not None:
-            set_policy_deadline(None)
+        if service_deadline is not None:
+            service_deadline.set_deadline(None)
+        if policy_deadline is not None:
+            policy_deadline.set_deadline(None)
 
 
 class _Rollout:
@@ -368,9 +369,8 @@ class _Rollout:
         if self._past_deadline():
             # The episode ended on the deadline: its evidence gets the grace from now.
             assert self.settings.deadline_s is not None
-            set_deadline = getattr(self.service, "set_deadline", None)
-            if set_deadline is not None:
-                set_deadline(time.monotonic() + service_grace_s(self.settings.deadline_s))
+            if isinstance(self.service, KeepsDeadline):
+                self.service.set_deadline(time.monotonic() + service_grace_s(self.settings.deadline_s))
         try:
             result.private = self.service.finish(final_frame=self.on_frame is not None and not self.every_control)
         except EnvironmentFault as exc:

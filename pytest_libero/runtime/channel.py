@@ -8,17 +8,25 @@ wrong is one of three exceptions, so each caller words its own message: `NoReply
 in time), `PeerDied` (the pipe closed; the child's exit code when it has one) and `RemoteError`
 (the handler raised). The server side (`serve`) answers every request with `handle(op, payload)`
 until `close` or until the pipe closes. Payloads and values are pickled by the Connection.
+
+A child is a fresh interpreter (not fork): nothing of the parent's heap exists in it, and the
+caller needs no `if __name__ == "__main__"` guard. The child module is run as `python -m MODULE FD`
+and wraps FD in a multiprocessing Connection. What a failed request costs the child (a deadline,
+a kill, a fresh process) is pytest_libero.runtime.child's.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
+import sys
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from pytest_libero.runtime import child
+from pytest_libero.core.benchmark import SERVICE_PYTHON_ENV
 
 # How long a peer whose pipe closed gets to exit before its exit code is given up as unknown.
 EXIT_WAIT_S = 10.0
@@ -64,9 +72,16 @@ class Channel:
 
     @classmethod
     def spawn(cls, module: str, env: dict[str, str] | None = None) -> Channel:
-        """Start `python -m module FD` (pytest_libero.runtime.child) and return its channel."""
-        process, conn = child.spawn(module, env)
-        return cls(conn, process)
+        """Start `python -m module FD` and return its channel.
+
+        The interpreter is this one unless `env` names another (SERVICE_PYTHON_ENV)."""
+        parent, child = socket.socketpair()
+        python = (env or {}).get(SERVICE_PYTHON_ENV) or sys.executable
+        with child:
+            process = subprocess.Popen([python, "-m", module, str(child.fileno())],
+                                       pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                                       env=dict(os.environ, **env) if env else None)
+        return cls(Connection(parent.detach()), process)
 
     @property
     def pid(self) -> int | None:
@@ -113,7 +128,11 @@ class Channel:
 
     def stop(self) -> None:
         """Close the pipe and kill the child if it is still running."""
-        child.stop(self.process, self.conn)
+        self.conn.close()
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.process.wait(timeout=30)
 
 
 def error_reply(exc: BaseException) -> tuple[str, str, str, str]:

@@ -11,17 +11,30 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from multiprocessing.connection import Connection
 from typing import Any
 
 from pytest_libero.core.policy import PolicySpec
 from pytest_libero.errors import PolicyFault, PolicyLoadError
-from pytest_libero.runtime.channel import Channel, NoReply, PeerDied, RemoteError, serve
+from pytest_libero.runtime.channel import serve
+from pytest_libero.runtime.child import Child, Faults
 
 
 class PolicyProcessError(PolicyFault):
     """The isolated policy raised, died or missed its deadline."""
+
+
+# The policy's side of pytest_libero.runtime.child: every failure is a policy fault; a policy
+# whose call raised keeps its process (the adapter's exception leaves it sound).
+POLICY_FAULTS = Faults(
+    fault=PolicyProcessError,
+    before_deadline="the episode deadline (--libero-episode-timeout) passed before policy {op}",
+    past_deadline="the episode deadline (--libero-episode-timeout) passed inside policy {op}; its process was killed",
+    no_reply="policy {op} gave no answer within {timeout:g} s; its process was killed",
+    died="policy process died during {op} (exit code {exit_code})",
+    raised="policy.{op} raised {type_name}: {message}\n{trace}",
+    discard_on_error=False,
+)
 
 
 class ProcessPolicy:
@@ -29,72 +42,35 @@ class ProcessPolicy:
 
     def __init__(self, spec: PolicySpec, timeout_s: float, build_timeout_s: float = 600.0) -> None:
         self.spec, self.timeout_s, self.build_timeout_s = spec, timeout_s, build_timeout_s
-        self._channel: Channel | None = None
         self.profile: dict[str, Any] = {}
-        # time.monotonic() by which the current episode must end (set by the engine); None: no limit.
-        self.deadline: float | None = None
-        self._start()
+        self._child = Child("pytest_libero.runtime.isolation", POLICY_FAULTS, on_start=self._build)
+        self._child.start()
 
-    def set_episode_deadline(self, deadline: float | None) -> None:
+    @property
+    def deadline(self) -> float | None:
+        return self._child.deadline
+
+    def set_deadline(self, deadline: float | None) -> None:
         """Bound every call until `deadline` (time.monotonic()) by the time left; None lifts it."""
-        self.deadline = deadline
+        self._child.set_deadline(deadline)
 
-    def _start(self) -> None:
-        # Requests the build directly (not through `_call`): a child that dies at once is a load
-        # error, not a reason to start another.
-        self._channel = Channel.spawn("pytest_libero.runtime.isolation")
+    def _build(self, child: Child) -> None:
+        # Asked without the episode deadline, within the build's own limit: a child that dies at
+        # once is a load error, not a reason to start another.
         try:
-            profile = self._request("build", (self.spec.name, self.spec.kwargs, os.getcwd()), self.build_timeout_s)
+            profile = child.ask("build", (self.spec.name, self.spec.kwargs, os.getcwd()), self.build_timeout_s)
         except PolicyProcessError as exc:
-            self._discard()
             raise PolicyLoadError(f"policy {self.spec.name!r} could not be built in its own process: {exc}") from None
         self.profile = dict(profile or {}, isolation="process")
 
-    def _discard(self) -> None:
-        channel, self._channel = self._channel, None
-        if channel is not None:
-            channel.stop()
-
-    def _call(self, op: str, payload: Any, timeout_s: float) -> Any:
-        by_deadline = self.deadline is not None and self.deadline - time.monotonic() < timeout_s
-        if by_deadline:
-            assert self.deadline is not None
-            timeout_s = self.deadline - time.monotonic()
-            if timeout_s <= 0:
-                raise PolicyProcessError(f"the episode deadline (--libero-episode-timeout) passed before policy {op}")
-        if self._channel is None or not self._channel.alive:
-            self._discard()
-            self._start()
-        return self._request(op, payload, timeout_s, by_deadline)
-
-    def _request(self, op: str, payload: Any, timeout_s: float, by_deadline: bool = False) -> Any:
-        """One request to the current child; a child that hangs or dies is discarded."""
-        assert self._channel is not None
-        try:
-            return self._channel.request(op, payload, timeout_s)
-        except NoReply:
-            self._discard()
-            if by_deadline:
-                raise PolicyProcessError(f"the episode deadline (--libero-episode-timeout) passed inside policy "
-                                         f"{op}; its process was killed") from None
-            raise PolicyProcessError(f"policy {op} gave no answer within {timeout_s:g} s; "
-                                     "its process was killed") from None
-        except PeerDied as exc:
-            self._discard()
-            raise PolicyProcessError(f"policy process died during {op} (exit code {exc.exit_code})") from exc
-        except RemoteError as exc:
-            raise PolicyProcessError(f"policy.{op} raised {exc.type_name}: {exc.message}\n{exc.trace}") from None
-
     def reset(self, language: str) -> None:
-        self._call("reset", language, self.timeout_s)
+        self._child.request("reset", language, self.timeout_s)
 
     def act(self, observation: Any) -> Any:
-        return self._call("act", observation, self.timeout_s)
+        return self._child.request("act", observation, self.timeout_s)
 
     def close(self) -> None:
-        channel, self._channel = self._channel, None
-        if channel is not None:
-            channel.close(timeout_s=30.0)
+        self._child.close(timeout_s=30.0)
 
 
 class _Requests:

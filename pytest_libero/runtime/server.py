@@ -1,4 +1,4 @@
-"""The bench service process: owns one benchmark adapter and answers the worker over a pipe.
+"""The bench service process: runs one benchmark's service module and answers the worker over a pipe.
 
 Requests and replies are pytest_libero.runtime.channel's: `(op, payload)`, answered `("ok", value)`
 or `("error", exception type name, message, traceback text)`. The worker (pytest_libero.runtime.service)
@@ -13,48 +13,69 @@ import os
 import sys
 import tempfile
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, cast
 
 from pytest_libero.core.benchmark import SERVICE_MODULE_ENV
+from pytest_libero.core.service_module import ServiceCache, ServiceEpisode, ServiceModule, conformance_problems
+from pytest_libero.errors import EnvironmentFault
 from pytest_libero.runtime.channel import serve as serve_requests
 
-# The worker names the benchmark's service module in the service's environment
-# (pytest_libero.benchmarks.service_env). A service started without one (tests, benchmark
-# scripts) runs the registry's default benchmark, libero.
-DEFAULT_SERVICE_MODULE = "pytest_libero.benchmarks.libero.service"
+def load_service_module(name: str | None) -> ServiceModule:
+    """The benchmark's service module `name` (SERVICE_MODULE_ENV); EnvironmentFault naming the fix."""
+    import importlib
+
+    if not name:
+        raise EnvironmentFault(
+            f"the bench service was started without {SERVICE_MODULE_ENV}, so it runs no benchmark: name the "
+            "benchmark's service module in its environment, e.g. BenchService(env=pytest_libero.benchmarks."
+            "service_env(adapter, context)), or set it to the adapter's service_module such as "
+            "pytest_libero.benchmarks.libero.service")
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        raise EnvironmentFault(f"{SERVICE_MODULE_ENV}={name!r} cannot be imported ({type(exc).__name__}: {exc}); "
+                               "name an installed benchmark's service module (its adapter's service_module)") from exc
+    problems = conformance_problems(module)
+    if problems:
+        raise EnvironmentFault(f"{SERVICE_MODULE_ENV}={name!r} is not a bench service module "
+                               f"(pytest_libero.core.service_module.ServiceModule): {'; '.join(problems)}")
+    return cast(ServiceModule, module)
 
 
 def serve(conn: Any) -> None:
     """Answer requests until `close` or until the pipe closes."""
-    import importlib
-
-    adapter = importlib.import_module(os.environ.get(SERVICE_MODULE_ENV) or DEFAULT_SERVICE_MODULE)
+    try:
+        module = load_service_module(os.environ.get(SERVICE_MODULE_ENV))
+    except EnvironmentFault as exc:
+        answer(conn, None, exc)  # no module: no working directory to prepare either
+        return
     with tempfile.TemporaryDirectory(prefix="pytest-libero-service-") as work_dir:
         startup_error: Exception | None = None
         try:
-            adapter.prepare_process_environment(work_dir)
+            module.prepare_process_environment(work_dir)
         except Exception as exc:  # noqa: BLE001 - answered to the worker, see answer
             startup_error = exc
         # MuJoCo appends warnings to MUJOCO_LOG.TXT in the working directory: keep it out of
         # the user's tree.
         os.chdir(work_dir)
         try:
-            answer(conn, adapter, startup_error)
+            answer(conn, module, startup_error)
         finally:
             os.chdir("/")
 
 
-def answer(conn: Any, adapter: Any, startup_error: Exception | None = None) -> None:
-    """Answer requests. A failed start-up (a missing library, an asset folder that cannot be linked)
-    is the answer to every request but `close`, so the worker reports its message instead of a
-    service that died."""
+def answer(conn: Any, module: ServiceModule | None, startup_error: Exception | None = None) -> None:
+    """Answer requests. A failed start-up (no service module named, a missing library, an asset
+    folder that cannot be linked) is the answer to every request but `close`, so the worker reports
+    its message instead of a service that died. `module` is None only with a `startup_error`."""
     if startup_error is None:
+        assert module is not None
         try:
             # The service exists to run the simulator: pay the imports while the worker sets up.
-            adapter.import_simulator()
+            module.import_simulator()
         except Exception as exc:  # noqa: BLE001
             startup_error = exc
-    requests = _Requests(adapter, startup_error)
+    requests = _Requests(module if startup_error is None else None, startup_error)
     try:
         serve_requests(conn, requests)
     finally:
@@ -62,29 +83,29 @@ def answer(conn: Any, adapter: Any, startup_error: Exception | None = None) -> N
 
 
 class _Requests:
-    """The service's requests on one benchmark adapter's service module.
+    """The service's requests on one benchmark's service module (core.service_module.ServiceModule).
 
-    Every service module offers: prepare_process_environment, import_simulator, EnvCache,
-    Episode (built by `start`; submit/finish/close), check_sources(cache) and SERVICE_OPS (its extra
-    requests, each called as op(cache, payload)). What a module keeps between requests lives on its
-    EnvCache, made once per process here.
+    What a module keeps between requests lives on its EnvCache, made once per process here. After
+    a failed start-up there is no module to ask: every request but `close` raises the failure.
     """
 
-    def __init__(self, adapter: Any, startup_error: Exception | None) -> None:
-        self.episode_class, self.check_sources = adapter.Episode, adapter.check_sources
-        self.extra_ops: dict[str, Any] = adapter.SERVICE_OPS
-        self.startup_error = startup_error
-        self.cache = adapter.EnvCache()
-        self.episode: Any = None
+    def __init__(self, module: ServiceModule | None, startup_error: Exception | None) -> None:
+        self.module, self.startup_error = module, startup_error
+        self.cache: ServiceCache | None = module.EnvCache() if module is not None else None
+        self.episode: ServiceEpisode | None = None
 
     def __call__(self, op: str, payload: Any) -> Any:
-        if self.startup_error is not None and op != "close":
+        if op == "close":
+            return None  # answered, then `serve` ends and `release` closes the episode and cache
+        if self.startup_error is not None:
             raise self.startup_error
+        module, cache = self.module, self.cache
+        assert module is not None and cache is not None
         if op == "start":
             if self.episode is not None:
                 self.episode.close()
             self.episode = None
-            episode = self.episode = self.episode_class(**payload, cache=self.cache)
+            episode = self.episode = module.Episode(**payload, cache=cache)
             return {"language": episode.language,
                     "observation": episode.observation(episode.first_raw),
                     "state": episode.state(episode.first_raw),
@@ -98,17 +119,16 @@ class _Requests:
             self.episode = None
             return evidence
         if op == "check_sources":
-            return self.check_sources(self.cache)
-        if op in self.extra_ops:
-            return self.extra_ops[op](self.cache, payload)
-        if op == "close":
-            return None  # answered, then `serve` ends and `release` closes the episode and cache
+            return module.check_sources(cache)
+        if op in module.SERVICE_OPS:
+            return module.SERVICE_OPS[op](cache, payload)
         raise ValueError(f"unknown request {op!r}")
 
     def release(self) -> None:
         if self.episode is not None:
             self.episode.close()
-        self.cache.close()
+        if self.cache is not None:
+            self.cache.close()
 
 
 if __name__ == "__main__":

@@ -9,13 +9,12 @@ missed its own deadline; a reply in the grace is charged by the engine to whoeve
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
 from pytest_libero.errors import EnvironmentFault
-from pytest_libero.runtime.channel import Channel, NoReply, PeerDied, RemoteError
+from pytest_libero.runtime.child import Child, Faults
 
 DEFAULT_TIMEOUT_S = 600.0
 # Building and closing MuJoCo/EGL environments leaves memory behind in the service process: on
@@ -37,71 +36,49 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
+# The service's side of pytest_libero.runtime.child: every failure is an EnvironmentFault, and a
+# service whose request raised is discarded too (its simulator may be left in any state).
+SERVICE_FAULTS = Faults(
+    fault=EnvironmentFault,
+    before_deadline="episode deadline (--libero-episode-timeout, with its grace) passed before {op!r}",
+    past_deadline="episode deadline (--libero-episode-timeout, with its grace) passed while the bench service "
+                  "worked on {op!r}; it was killed",
+    no_reply="bench service gave no reply to {op!r} within {timeout:g} s; it was killed",
+    died="bench service process died during {op!r} (exit code {exit_code}): {cause}",
+    raised="bench service failed during {op!r}: {type_name}: {message}\n{trace}",
+    discard_on_error=True,
+)
+
+
 class BenchService:
-    """A lazily started bench service process (one per worker)."""
+    """A lazily started bench service process (one per worker).
+
+    `env` is the service process's extra environment: the benchmark's service module
+    (pytest_libero.benchmarks.service_env names it; the service starts no benchmark unnamed) and
+    e.g. MUJOCO_EGL_DEVICE_ID of the worker's GPU.
+    """
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
                  max_rss_mib: float | None = DEFAULT_MAX_RSS_MIB) -> None:
         self.timeout_s = timeout_s
         self.max_rss_mib = max_rss_mib
         self.recycled = 0
-        # Extra environment of the service process (e.g. MUJOCO_EGL_DEVICE_ID of the worker's GPU).
-        self.env = dict(env or {})
-        # time.monotonic() by which the current episode must end (set by the engine); None: no limit.
-        self.deadline: float | None = None
-        self._channel: Channel | None = None
-        self.restarts = 0
+        self._child = Child("pytest_libero.runtime.server", SERVICE_FAULTS, env)
 
     @property
     def pid(self) -> int | None:
-        return self._channel.pid if self._channel is not None else None
+        return self._child.pid
 
-    def _ensure_started(self) -> Channel:
-        if self._channel is not None and self._channel.alive:
-            return self._channel
-        if self._channel is not None:
-            self.restarts += 1
-        self._discard()
-        self._channel = Channel.spawn("pytest_libero.runtime.server", self.env)
-        return self._channel
-
-    def _discard(self) -> None:
-        channel, self._channel = self._channel, None
-        if channel is not None:
-            channel.stop()
+    @property
+    def deadline(self) -> float | None:
+        return self._child.deadline
 
     def set_deadline(self, deadline: float | None) -> None:
         """Bound every request until `deadline` (time.monotonic()) by the time left; None lifts it."""
-        self.deadline = deadline
+        self._child.set_deadline(deadline)
 
     def request(self, op: str, payload: Any = None, timeout_s: float | None = None) -> Any:
-        timeout = self.timeout_s if timeout_s is None else timeout_s
-        by_deadline = self.deadline is not None and self.deadline - time.monotonic() < timeout
-        if by_deadline:
-            assert self.deadline is not None
-            timeout = self.deadline - time.monotonic()
-            if timeout <= 0:
-                raise EnvironmentFault(f"episode deadline (--libero-episode-timeout, with its grace) passed "
-                                       f"before {op!r}")
-        channel = self._ensure_started()
-        try:
-            return channel.request(op, payload, timeout)
-        except NoReply:
-            self._discard()
-            if by_deadline:
-                raise EnvironmentFault(f"episode deadline (--libero-episode-timeout, with its grace) passed while "
-                                       f"the bench service worked on {op!r}; it was killed") from None
-            raise EnvironmentFault(f"bench service gave no reply to {op!r} within {timeout:g} s; "
-                                   "it was killed") from None
-        except PeerDied as exc:
-            self._discard()
-            raise EnvironmentFault(
-                f"bench service process died during {op!r} (exit code {exc.exit_code}): {exc.cause}"
-            ) from exc
-        except RemoteError as exc:
-            self._discard()
-            raise EnvironmentFault(f"bench service failed during {op!r}: {exc.type_name}: {exc.message}\n"
-                                   f"{exc.trace}") from None
+        return self._child.request(op, payload, self.timeout_s if timeout_s is None else timeout_s)
 
     def start(self, payload: dict[str, Any]) -> dict[str, Any]:
         return self.request("start", payload)  # type: ignore[no-any-return]
@@ -129,6 +106,4 @@ class BenchService:
             self.recycled += 1
 
     def close(self) -> None:
-        channel, self._channel = self._channel, None
-        if channel is not None:
-            channel.close(timeout_s=10)
+        self._child.close(timeout_s=10)
