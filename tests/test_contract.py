@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_libero.core.contract import (
-    CAMERAS, IMAGE_SHAPE, Counters, images_from_native, seal_observation, validate_chunk,
-)
+from pytest_libero.benchmarks.libero.spec import CAMERAS, IMAGE_SHAPE
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
+from pytest_libero.core.contract import Counters, images_from_native, seal_observation, validate_chunk
 from pytest_libero.errors import ActionError, EnvironmentFault
 
 Z = [0.0] * 6 + [-1.0]
@@ -23,7 +23,7 @@ Z = [0.0] * 6 + [-1.0]
     (np.zeros((1, 7), dtype=np.float16), 1),
 ])
 def test_valid_chunks_become_float64_n_by_7(raw, rows):
-    chunk = validate_chunk(raw)
+    chunk = validate_chunk(raw, LIBERO_SPEC)
     assert chunk.shape == (rows, 7) and chunk.dtype == np.float64 and chunk.flags.c_contiguous
     np.testing.assert_array_equal(chunk, np.asarray(raw, dtype=np.float64).reshape(rows, 7))
 
@@ -46,7 +46,7 @@ def test_valid_chunks_become_float64_n_by_7(raw, rows):
 ])
 def test_invalid_chunks_name_the_defect(raw, defect):
     with pytest.raises(ActionError) as info:
-        validate_chunk(raw)
+        validate_chunk(raw, LIBERO_SPEC)
     assert defect in str(info.value)
 
 
@@ -59,7 +59,7 @@ def native(**extra):
 
 def test_images_are_rotated_180_degrees_and_nothing_else_crosses():
     raw = native(robot0_eef_pos=np.zeros(3), object_pos=np.ones(3), robot0_joint_pos=np.zeros(7))
-    images = images_from_native(raw)
+    images = images_from_native(raw, LIBERO_SPEC)
     assert set(images) == set(CAMERAS)
     for camera in CAMERAS:
         np.testing.assert_array_equal(images[camera], raw[f"{camera}_image"][::-1, ::-1])
@@ -75,13 +75,13 @@ def test_bad_native_images_are_environment_faults(mutate, message):
     raw = native()
     mutate(raw)
     with pytest.raises(EnvironmentFault) as info:
-        images_from_native(raw)
+        images_from_native(raw, LIBERO_SPEC)
     assert message in str(info.value)
 
 
 def test_sealed_observation_is_a_read_only_copy_with_only_contract_fields():
-    images = images_from_native(native())
-    observation = seal_observation("open the drawer", images, Counters(2, 2, 10))
+    images = images_from_native(native(), LIBERO_SPEC)
+    observation = seal_observation("open the drawer", images, Counters(2, 2, 10), LIBERO_SPEC)
     assert observation.language == "open the drawer" and observation.counters == Counters(2, 2, 10)
     assert not observation.images["agentview"].flags.writeable
     assert observation.images["agentview"] is not images["agentview"]
@@ -99,14 +99,15 @@ def test_sealed_observation_is_a_read_only_copy_with_only_contract_fields():
 ])
 def test_seal_rejects_anything_beyond_the_contract(language, images, message):
     with pytest.raises(EnvironmentFault) as info:
-        seal_observation(language, images or {}, Counters())
+        seal_observation(language, images or {}, Counters(), LIBERO_SPEC)
     assert message in str(info.value)
 
 
 def test_observation_pickles_and_stays_read_only():
     import pickle
 
-    observation = seal_observation("open the drawer", images_from_native(native()), Counters(1, 1, 5))
+    observation = seal_observation("open the drawer", images_from_native(native(), LIBERO_SPEC), Counters(1, 1, 5),
+                                   LIBERO_SPEC)
     copy = pickle.loads(pickle.dumps(observation))
     assert copy.language == observation.language and copy.counters == observation.counters
     np.testing.assert_array_equal(copy.images["agentview"], observation.images["agentview"])
@@ -142,12 +143,13 @@ def test_track_state_from_native(track, expected):
 ])
 def test_seal_checks_the_track_state(track, state, message):
     with pytest.raises(EnvironmentFault) as info:
-        seal_observation("go", images_from_native(native()), Counters(), state, track)
+        seal_observation("go", images_from_native(native(), LIBERO_SPEC), Counters(), LIBERO_SPEC, state, track)
     assert message in str(info.value)
 
 
 def test_seal_keeps_a_read_only_state_on_state_tracks():
-    observation = seal_observation("go", images_from_native(native()), Counters(), np.arange(8.0), "openpi-compat")
+    observation = seal_observation("go", images_from_native(native(), LIBERO_SPEC), Counters(), LIBERO_SPEC,
+                                   np.arange(8.0), "openpi-compat")
     assert observation.state.shape == (8,) and not observation.state.flags.writeable
 
 
@@ -159,13 +161,13 @@ def test_a_chunk_over_the_row_bound_is_refused_by_its_length(raw):
     from pytest_libero.core.contract import MAX_CHUNK_ROWS
 
     with pytest.raises(ActionError) as info:
-        validate_chunk(raw)
+        validate_chunk(raw, LIBERO_SPEC)
     rows = len(raw)
     assert f"chunk of {rows} rows is longer than the bound of {MAX_CHUNK_ROWS} rows" in str(info.value)
     assert "--libero-max-chunk-rows" in str(info.value)
 
 
 def test_the_row_bound_is_a_parameter_and_inclusive():
-    assert validate_chunk(np.zeros((8, 7)), max_rows=8).shape == (8, 7)
+    assert validate_chunk(np.zeros((8, 7)), LIBERO_SPEC, max_rows=8).shape == (8, 7)
     with pytest.raises(ActionError, match="chunk of 9 rows is longer than the bound of 8 rows"):
-        validate_chunk(np.zeros((9, 7)), max_rows=8)
+        validate_chunk(np.zeros((9, 7)), LIBERO_SPEC, max_rows=8)
