@@ -171,3 +171,60 @@ def test_the_row_bound_is_a_parameter_and_inclusive():
     assert validate_chunk(np.zeros((8, 7)), LIBERO_SPEC, max_rows=8).shape == (8, 7)
     with pytest.raises(ActionError, match="chunk of 9 rows is longer than the bound of 8 rows"):
         validate_chunk(np.zeros((9, 7)), LIBERO_SPEC, max_rows=8)
+
+
+# -- the benchmark's spec and the protocol identity ---------------------------------------------
+
+def _identity(**fields):
+    from pytest_libero.core.protocol import Protocol
+
+    return Protocol(**{"scope": "default", "budget": "horizon", "replan_interval": 5, "max_policy_calls": None,
+                       "spec": LIBERO_SPEC, **fields}).identity
+
+
+def test_identities_made_before_the_spec_moved_into_the_benchmark_are_unchanged():
+    """Pinned from main 13e1103, when core held LIBERO's cameras and horizons: the spec's move into
+    the LIBERO package leaves every LIBERO, LIBERO-PRO and LIBERO-plus identity as it was."""
+    from pytest_libero.benchmarks.libero_plus.adapter import ADAPTER as PLUS
+
+    assert _identity() == "sha256:b9f0228c1c1eacec"
+    assert _identity(budget="decisions", max_policy_calls=200) == "sha256:ab1fc1f6ae61f4d8"
+    assert _identity(scope="plan", replan_interval=10, mode="full", schedule="openpi",
+                     seeds=(7,)) == "sha256:28939c53d9cbaeac"
+    assert _identity(scope="task_coverage", benchmark_options=(("instruction_source", "bddl"),)) \
+        == "sha256:e1a594ac1ddd1772"  # LIBERO-PRO: the name is in the identity once there are options
+    assert _identity(spec=PLUS.spec, benchmark_options=(("clean_instructions", False), ("robot_init", "upstream"),
+                                                        ("trials_per_variant", 1))) == "sha256:138a6cde45c0e0bb"
+
+
+def test_the_identity_holds_the_benchmarks_spec_and_only_its_horizons():
+    from pytest_libero.benchmarks.robomemarena.adapter import ADAPTER as ARENA
+    from pytest_libero.core.protocol import Protocol
+
+    libero = Protocol("default", "horizon", 5, None, spec=LIBERO_SPEC)
+    assert libero.as_dict()["horizons"]["libero_10"][0] == 520 and "benchmark" not in libero.as_dict()
+    assert libero.control_cap("libero_10_swap") == 520  # a LIBERO-PRO suite has its base suite's horizon
+    arena = Protocol("default", "horizon", 5, None, spec=ARENA.spec, benchmark_options=(("control_cap", 3000),))
+    settings = arena.as_dict()
+    assert "horizons" not in settings and settings["benchmark"] == "robomemarena"  # capped by its own option
+    assert settings["camera_transform"] == ARENA.spec.camera_transform and arena.control_cap("robomemarena") == 3000
+    with pytest.raises(KeyError, match="benchmark 'robomemarena' has no reference horizon for suite 'robomemarena'"):
+        Protocol("default", "horizon", 5, None, spec=ARENA.spec).control_cap("robomemarena")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"cameras": ()}, "cameras (); they must be one or more distinct names"),
+    ({"cameras": ("a", "a")}, "cameras ('a', 'a')"),
+    ({"image_shape": (64, 64)}, "image shape (64, 64); it must be (height, width, 3)"),
+    ({"action_size": 0, "settle_action": ()}, "0 action values in [-1.0, 1.0]"),
+    ({"action_low": 1.0}, "low < high"),
+    ({"settle_action": (0.0,) * 6}, "settle action (0.0, 0.0, 0.0, 0.0, 0.0, 0.0); it must be one action of 7"),
+    ({"settle_action": (0.0,) * 6 + (2.0,)}, "within [-1.0, 1.0]"),
+    ({"base_suites": (("libero_10_lan", "libero_100"),)}, "every base suite must have a horizon"),
+])
+def test_a_malformed_spec_is_refused_naming_the_value(change, message):
+    import dataclasses
+
+    with pytest.raises(ValueError) as info:
+        dataclasses.replace(LIBERO_SPEC, **change)
+    assert message in str(info.value) and "benchmark 'libero' declares" in str(info.value)

@@ -63,8 +63,8 @@ def _little_endian(dtype: np.dtype[Any]) -> np.dtype[Any]:
 
 def chunk_entry(policy_call: int, chunk: np.ndarray, returned_dtype: Any, returned_shape: tuple[int, ...],
                 executed: int) -> dict[str, Any]:
-    """The engine's note of a valid chunk: `chunk` is the validated float64 (n, 7) array;
-    `returned_dtype` and `returned_shape` are what the policy returned ((7,) or (n, 7)); the
+    """The engine's note of a valid chunk: `chunk` is the validated float64 (n, action size) array;
+    `returned_dtype` and `returned_shape` are what the policy returned ((A,) or (n, A)); the
     executed rows are kept in that dtype."""
     dtype = np.dtype(returned_dtype)
     done = np.ascontiguousarray(chunk[:executed].astype(_little_endian(dtype)))

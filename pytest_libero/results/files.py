@@ -137,7 +137,7 @@ def side_by_side(images: Any, border: tuple[int, int, int] | None = None) -> np.
 
 @dataclass
 class VideoWriter:
-    """Streams frames (agentview | wrist: delivered observations, or every control) into an MP4 under a
+    """Streams frames (the cameras side by side: delivered observations, or every control) into an MP4 under a
     temporary name.
 
     Frames are handed to an encoder thread, so starting ffmpeg and feeding it overlap with the
