@@ -104,7 +104,8 @@ def test_collection_uses_the_adapters_ids_header_and_keywords(tmp_path, env):
     marked = pytest_run(tmp_path, env, "--collect-only", "-q", "--libero-benchmark", "toy", "-m", "toy_blue")
     assert [line.split("[")[1].rstrip("]") for line in marked.stdout.splitlines()
             if "::test_rollout[" in line] == ["toy_blue-n1", "toy_blue-n2"]
-    assert re.search(r"--libero-benchmark=\{libero,libero_plus,robomemarena,toy\}", pytest_run(tmp_path, env, "--help").stdout)
+    assert re.search(r"--libero-benchmark=\{libero,libero_plus,robomemarena,toy\}",
+                     pytest_run(tmp_path, env, "--help").stdout)
 
 
 def test_another_benchmarks_suite_under_libero_is_a_usage_error_not_a_crash(tmp_path, env):
