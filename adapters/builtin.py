@@ -6,7 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.core.contract import SETTLE_ACTION, Observation
+from pytest_libero.core.contract import Observation
+
+HOLD_STILL = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)  # a LIBERO action: the arm still, the gripper open
 
 
 class ZeroPolicy:
@@ -17,7 +19,7 @@ class ZeroPolicy:
     def __init__(self, chunk_size: int = 10) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-        self._chunk = np.tile(np.asarray(SETTLE_ACTION, dtype=np.float64), (chunk_size, 1))
+        self._chunk = np.tile(np.asarray(HOLD_STILL, dtype=np.float64), (chunk_size, 1))
 
     def reset(self, language: str) -> None:
         pass

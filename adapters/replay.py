@@ -24,11 +24,12 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from pytest_libero.core.contract import ACTION_DIM, CAMERAS, STOP, Observation
+from pytest_libero.core.contract import STOP, Observation
 from pytest_libero.errors import PolicyFault
 from pytest_libero.core.hashing import images_digest
 
 LOG_FORMAT = "pytest-libero-action-log/1"
+ACTION_SIZE = 7  # the logs are LIBERO episodes: 7-D actions
 THUMB = 32  # thumbnail side: 256x256 images averaged over 8x8 blocks
 # Calibrated (docs/demo-policy.md): after removing the median offset, init states 1-3 of
 # libero_10/spatial/goal task 0 move thumbnail cells by 57-173 grey levels (22-234 cells by
@@ -57,7 +58,7 @@ def thumbnail(image: np.ndarray) -> np.ndarray:
 def fingerprint(images: Mapping[str, np.ndarray]) -> dict[str, Any]:
     """What a log stores of the first delivered observation: exact sha256 and thumbnails (hex)."""
     return {"sha256": images_digest(images), "thumb_side": THUMB,
-            "thumbnails": {camera: thumbnail(images[camera]).tobytes().hex() for camera in CAMERAS}}
+            "thumbnails": {camera: thumbnail(image).tobytes().hex() for camera, image in images.items()}}
 
 
 def compare_fingerprint(recorded: Mapping[str, Any], images: Mapping[str, np.ndarray]) -> tuple[bool, str]:
@@ -66,7 +67,7 @@ def compare_fingerprint(recorded: Mapping[str, Any], images: Mapping[str, np.nda
         return True, "identical first observation"
     worst: list[str] = []
     matches = True
-    for camera in CAMERAS:
+    for camera in images:
         want = np.frombuffer(bytes.fromhex(recorded["thumbnails"][camera]), dtype=np.uint8)
         want = want.reshape(recorded["thumb_side"], recorded["thumb_side"]).astype(np.float64)
         got = thumbnail(images[camera]).astype(np.float64)
@@ -106,7 +107,7 @@ def load_log(path: str | Path) -> ActionLog:
         if data["format"] != LOG_FORMAT:
             raise ReplayLogError(f"action log {str(path)!r} has format {data['format']!r}, not {LOG_FORMAT!r}")
         actions = np.asarray(data["actions"], dtype=np.float64)
-        if actions.ndim != 2 or actions.shape[1] != ACTION_DIM or actions.shape[0] < 1:
+        if actions.ndim != 2 or actions.shape[1] != ACTION_SIZE or actions.shape[0] < 1:
             raise ReplayLogError(f"action log {str(path)!r}: actions have shape {actions.shape}, need (n, 7)")
         if not np.isfinite(actions).all() or np.abs(actions).max() > 1.0:
             raise ReplayLogError(f"action log {str(path)!r}: actions must be finite and within [-1, 1]")

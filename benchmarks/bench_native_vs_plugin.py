@@ -24,6 +24,7 @@ import numpy as np
 
 from pytest_libero.benchmarks import get, service_env
 from pytest_libero.core.cells import Cell
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.benchmarks.libero.reference import ChunkReplayPolicy, native_rollout
 from pytest_libero.core.rollout import run_episode
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replan", type=int, default=5, help="controls per chunk K (default 5)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
-    protocol = Protocol(scope="benchmark", budget="decisions", replan_interval=args.replan,
+    protocol = Protocol(spec=LIBERO_SPEC, scope="benchmark", budget="decisions", replan_interval=args.replan,
                         max_policy_calls=args.calls)
     service = BenchService(env=service_env(get("libero"), None))
     identical = True

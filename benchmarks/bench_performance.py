@@ -40,6 +40,7 @@ from bench_native_vs_plugin import parse_cell  # this script's folder is on sys.
 from pytest_libero.benchmarks import get, service_env
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.hashing import images_digest
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.benchmarks.libero.service import LEAN_RESET_ENV
 from pytest_libero.benchmarks.libero.reference import ChunkReplayPolicy, native_rollout
@@ -326,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run only these modes besides native and same-renders (e.g. plugin)")
     parser.add_argument("--verbose", action="store_true", help="print every episode's wall time and phases")
     args = parser.parse_args(argv)
-    protocol = Protocol(scope="benchmark", budget="decisions", replan_interval=args.replan,
+    protocol = Protocol(spec=LIBERO_SPEC, scope="benchmark", budget="decisions", replan_interval=args.replan,
                         max_policy_calls=args.calls)
     cap = args.calls * args.replan
     cells = [parse_cell(c) for c in args.cells]

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, STATE_DIMS
+from pytest_libero.benchmarks.libero.spec import CAMERAS, IMAGE_SHAPE
+from pytest_libero.core.contract import STATE_DIMS
 from pytest_libero.errors import EnvironmentFault
 
 

@@ -15,6 +15,7 @@ from liberoplus_helpers import write_classification
 from pytest_libero.benchmarks.libero_plus import catalog as lp
 from pytest_libero.benchmarks.libero_plus.adapter import ADAPTER as PLUS
 from pytest_libero.benchmarks.libero_plus.options import PlusSettings
+from pytest_libero.benchmarks.libero_plus.adapter import ADAPTER as PLUS_ADAPTER
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.results.files import write_json_atomic
 from pytest_libero.results.records import RunDir, placeholder_record, run_manifest
@@ -36,8 +37,9 @@ def write_plus_run(path: Path) -> Path:
     run.episodes.mkdir(parents=True)
     context = PlusSettings(classification=str(write_classification(path.parent / "classification.json")),
                            assets=None)
-    protocol = Protocol(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None,
-                        benchmark="libero_plus", benchmark_options=(("clean_instructions", False),))
+    protocol = Protocol(spec=PLUS_ADAPTER.spec, scope="default", budget="horizon", replan_interval=5,
+                        max_policy_calls=None,
+                        benchmark_options=(("clean_instructions", False),))
     settings, identity = protocol.as_dict(), protocol.identity
     spec = {"name": "zero", "kwargs": {}}
     write_json_atomic(path / "run.json", run_manifest(path.name, "zero", settings, identity, spec, ["pytest"],

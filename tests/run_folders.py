@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_libero.results.files import write_json_atomic
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
 from pytest_libero.results.records import RunDir, placeholder_record, run_manifest, write_record
@@ -18,7 +19,8 @@ def full_protocol(schedule: str = "standard", seeds: tuple[int, ...] = (7,), sco
     from pytest_libero.core.schedules import load
 
     controls, action = load(schedule).settling()
-    return Protocol(scope=scope, budget="horizon", replan_interval=5, max_policy_calls=None, mode="full",
+    return Protocol(spec=LIBERO_SPEC, scope=scope, budget="horizon", replan_interval=5, max_policy_calls=None,
+                    mode="full",
                     schedule=schedule, seeds=seeds, settle_controls=controls, settle_action=action,
                     **changes)  # type: ignore[arg-type]
 

@@ -26,8 +26,9 @@ import numpy as np
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.chunk_evidence import chunk_entry, digests_hex, executed_actions, observation_entries
-from pytest_libero.core.contract import CAMERAS
+from pytest_libero.benchmarks.libero.spec import CAMERAS
 from pytest_libero.core.outcomes import Outcome, Termination
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.core.rollout import EpisodeResult
 from pytest_libero.results.files import write_json_atomic
@@ -171,7 +172,7 @@ def full_mode_protocol() -> Protocol:
     from pytest_libero.core.schedules import load
 
     controls, action = load("standard").settling()
-    return Protocol(scope="task_coverage", budget="horizon", replan_interval=K, max_policy_calls=None,
+    return Protocol(spec=LIBERO_SPEC, scope="task_coverage", budget="horizon", replan_interval=K, max_policy_calls=None,
                     mode="full", schedule="standard", seeds=(7,), settle_controls=controls, settle_action=action)
 
 
@@ -197,6 +198,7 @@ def write_libero_plus_run(path: Path, work: Path, count: int | None = None, **kw
 
     selection = libero_plus_selection(work)
     cells = list(selection.cells)[:count]
-    protocol = Protocol(scope="libero_plus", budget="horizon", replan_interval=K, max_policy_calls=None,
+    protocol = Protocol(spec=ADAPTER.spec, scope="libero_plus", budget="horizon", replan_interval=K,
+                        max_policy_calls=None,
                         **selection.protocol)
     return write_run(path, cells, protocol, ADAPTER, context=selection.context, **kwargs)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from fakes import fake_conftest
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.adapters.robomemarena import RoboMemArenaPolicy, adapter_obs_keys
 from pytest_libero.core.contract import Counters, seal_observation
 from pytest_libero.errors import PolicyLoadError
@@ -77,7 +78,7 @@ def adapter_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def distinct_observation(language: str = "put both the cookies and the sauce in the basket"):
     rng = np.random.default_rng(7)
     images = {c: rng.integers(0, 256, (256, 256, 3), dtype=np.uint8) for c in ("agentview", "robot0_eye_in_hand")}
-    return seal_observation(language, images, Counters())
+    return seal_observation(language, images, Counters(), LIBERO_SPEC)
 
 
 def test_robomemarena_adapter_is_wrapped_and_gets_its_obs_prompt_and_resize_size(adapter_file):

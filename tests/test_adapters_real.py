@@ -9,13 +9,14 @@ from pytest_libero.benchmarks import get, service_env
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.policy import PolicySpec
 from pytest_libero.runtime.policies import build_builtin, check_policy_object
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.core.rollout import run_episode
 from pytest_libero.runtime.service import BenchService
 from test_adapters import EP_MODULE, ROBOMEMARENA_ADAPTER, install_fake_distribution
 
 pytestmark = pytest.mark.real_libero
-PROTOCOL = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=2)
+PROTOCOL = Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5, max_policy_calls=2)
 
 
 def test_entry_point_file_factory_and_robomemarena_adapters_run_real_rollouts(tmp_path, monkeypatch):

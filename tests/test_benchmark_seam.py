@@ -23,6 +23,10 @@ TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 CELLS = ["toy_red-n1", "toy_red-n2", "toy_blue-n1", "toy_blue-n2"]
 FAST = ["--libero-budget", "decisions", "--libero-max-policy-calls", "3", "--libero-video", "none"]
+# The toy's own policy (its actions are 4-D): still (x = 0, never succeeds) and push (x = 1).
+TOY_POLICY = f"{TESTS / 'toy_benchmark.py'}:ToyPolicy"
+POLICIES = {"still": ["--libero-policy", TOY_POLICY],
+            "push": ["--libero-policy", TOY_POLICY, "--libero-policy-kwargs", '{"push": 1.0}']}
 
 
 @pytest.fixture(scope="module")
@@ -74,12 +78,12 @@ def assert_schema_valid(folder: Path) -> None:
 
 @pytest.fixture(scope="module")
 def runs(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One zero-policy and one random-policy run of the 4 toy cells (colour blue), shared by the tests."""
+    """One still and one push run of the 4 toy cells (colour blue), shared by the tests."""
     base = tmp_path_factory.mktemp("runs")
     done: dict[str, Any] = {}
-    for policy in ("zero", "random"):
+    for policy, args in POLICIES.items():
         result = pytest_run(base / policy, env, "-v", "--libero-benchmark", "toy", "--libero-toy-colour", "blue",
-                            "--libero-policy", policy, *FAST)
+                            *args, *FAST)
         done[policy] = (result, run_folder(base / policy))
     return done
 
@@ -100,7 +104,8 @@ def test_collection_uses_the_adapters_ids_header_and_keywords(tmp_path, env):
     marked = pytest_run(tmp_path, env, "--collect-only", "-q", "--libero-benchmark", "toy", "-m", "toy_blue")
     assert [line.split("[")[1].rstrip("]") for line in marked.stdout.splitlines()
             if "::test_rollout[" in line] == ["toy_blue-n1", "toy_blue-n2"]
-    assert re.search(r"--libero-benchmark=\{libero,libero_plus,robomemarena,toy\}", pytest_run(tmp_path, env, "--help").stdout)
+    assert re.search(r"--libero-benchmark=\{libero,libero_plus,robomemarena,toy\}",
+                     pytest_run(tmp_path, env, "--help").stdout)
 
 
 def test_another_benchmarks_suite_under_libero_is_a_usage_error_not_a_crash(tmp_path, env):
@@ -123,17 +128,71 @@ def test_the_adapters_selection_errors_are_usage_errors(tmp_path, env):
     assert "the toy benchmark has suites toy_red, toy_blue" in result.stderr
 
 
+# -- the toy's own observation and action spec ------------------------------------------------
+
+def test_the_policy_gets_the_toys_images_and_the_identity_holds_the_toys_spec(runs):
+    """ToyPolicy raises on any other images, so a push success means it got the toy's; the record's
+    hash of each delivered image is that of a blank 48x64x3 frame of the toy's one camera."""
+    import hashlib
+
+    from pytest_libero.core.chunk_evidence import observation_entries
+
+    _, folder = runs["push"]
+    blank = hashlib.sha256(bytes(48 * 64 * 3)).hexdigest()
+    for cell, record in records(folder).items():
+        assert record["outcome"]["outcome"] == ("success" if cell.endswith("n1") else "failure"), record["outcome"]
+        entries = observation_entries(record["observations"])
+        assert entries and all(e["sha256"] == {"overhead": blank} for e in entries)
+        settings = record["identities"]["protocol"]["settings"]
+        assert (settings["cameras"], settings["image_shape"]) == (["overhead"], [48, 64, 3])
+        assert settings["settle_action"] == [0.0] * 4 and settings["camera_transform"] == "image"
+        assert settings["horizons"] == {"toy_red": [12, "the toy's own cap"], "toy_blue": [12, "the toy's own cap"]}
+
+
+def test_a_libero_policys_7d_chunk_is_refused_naming_the_toys_action_shape(env, tmp_path):
+    """The built-in zero policy returns LIBERO's (n, 7) chunks: under the toy each is a policy fault
+    that names the toy's (n, 4), and nothing reaches the toy's service."""
+    result = pytest_run(tmp_path, env, "--libero-benchmark", "toy", "--libero-suite", "toy_red",
+                        "--libero-policy", "zero", *FAST)
+    assert "selected 2 = passed 0 + failed 2 + errored 0" in result.stdout, result.stdout[-3000:] + result.stderr
+    for record in records(run_folder(tmp_path)).values():
+        assert record["outcome"]["outcome"] == "policy_error"
+        assert "action shape (10, 7) is not (4,) or (n, 4)" in record["outcome"]["message"]
+        assert record["counters"]["executed_controls"] == 0
+
+
+def test_the_contract_checks_read_the_toys_spec():
+    import numpy as np
+    import toy_benchmark
+
+    from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO
+    from pytest_libero.core.contract import Counters, seal_observation, validate_chunk
+    from pytest_libero.errors import ActionError, EnvironmentFault
+
+    toy = toy_benchmark.SPEC
+    assert validate_chunk(np.ones((3, 4)), toy).shape == (3, 4)
+    with pytest.raises(ActionError, match=re.escape("is not (4,) or (n, 4)")):
+        validate_chunk(np.zeros((5, 7)), toy)
+    libero_images = {camera: np.zeros(LIBERO.image_shape, np.uint8) for camera in LIBERO.cameras}
+    with pytest.raises(EnvironmentFault, match=re.escape("['overhead'] (toy's)")):
+        seal_observation("go", libero_images, Counters(), toy)
+    with pytest.raises(EnvironmentFault, match=re.escape("the toy contract needs uint8 (48, 64, 3)")):
+        seal_observation("go", {"overhead": np.zeros((256, 256, 3), np.uint8)}, Counters(), toy)
+    observation = seal_observation("go", {"overhead": np.zeros((48, 64, 3), np.uint8)}, Counters(), toy)
+    assert observation.images["overhead"].shape == (48, 64, 3)
+
+
 # -- runs, records, summary, page, terminal ---------------------------------------------------
 
-def test_runs_with_builtin_policies_write_records_with_the_adapters_fields(runs):
-    zero, zero_dir = runs["zero"]
-    rand, rand_dir = runs["random"]
+def test_runs_write_records_with_the_adapters_fields(runs):
+    zero, zero_dir = runs["still"]
+    rand, rand_dir = runs["push"]
     assert zero.returncode == 1 and "LIBERO: selected 4 = passed 0 + failed 4 + errored 0 + unattempted 0" \
         in zero.stdout, zero.stdout[-3000:] + zero.stderr[-3000:]
     assert "LIBERO: selected 4 = passed 2 + failed 2 + errored 0 + unattempted 0" in rand.stdout, rand.stdout[-3000:]
     for cell in CELLS:
         assert f"test_rollout[{cell}] {'PASSED' if cell.endswith('n1') else 'FAILED'}" in rand.stdout
-    for folder, policy in ((zero_dir, "zero"), (rand_dir, "random")):
+    for folder, policy in ((zero_dir, "still"), (rand_dir, "push")):
         found = records(folder)
         assert sorted(found) == sorted(CELLS)
         for cell, record in found.items():
@@ -145,7 +204,7 @@ def test_runs_with_builtin_policies_write_records_with_the_adapters_fields(runs)
             assert record["identities"]["protocol"]["settings"]["benchmark"] == "toy"
             assert record["identities"]["protocol"]["settings"]["benchmark_options"] == {"colour": "blue"}
             assert record["counters"]["control_cap"] == 15
-            if policy == "random":
+            if policy == "push":
                 assert record["outcome"]["outcome"] == ("success" if cell.endswith("n1") else "failure")
             else:
                 assert record["cell"]["benchmark"]["max_x"] == 0.0
@@ -155,7 +214,7 @@ def test_runs_with_builtin_policies_write_records_with_the_adapters_fields(runs)
 
 
 def test_summary_page_and_terminal_have_the_adapters_blocks(runs):
-    rand, folder = runs["random"]
+    rand, folder = runs["push"]
     assert "TOY: task n1: passed" in rand.stdout and "TOY: task n2: passed" in rand.stdout
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["toy"]["benchmark"] == "toy" and set(summary["suites"]) == {"toy_red", "toy_blue"}
@@ -171,7 +230,7 @@ def test_summary_page_and_terminal_have_the_adapters_blocks(runs):
 
 
 def test_report_command_rebuilds_with_the_adapter(runs, env):
-    _, folder = runs["random"]
+    _, folder = runs["push"]
     result = cli(env, "report", str(folder))
     assert result.returncode == 0, result.stderr
     assert "toy" in json.loads((folder / "summary.json").read_text())
@@ -182,7 +241,7 @@ def test_report_command_rebuilds_with_the_adapter(runs, env):
 # -- resume, merge, compare ------------------------------------------------------------------
 
 def test_resume_reruns_only_the_missing_cell(runs, env, tmp_path):
-    _, source = runs["random"]
+    _, source = runs["push"]
     assert_schema_valid(source)  # resume keeps only records load_run accepts
     import shutil
 
@@ -191,7 +250,7 @@ def test_resume_reruns_only_the_missing_cell(runs, env, tmp_path):
     (folder / "episodes" / "toy_blue-n1.json").unlink()
     before = {c: r["finished"] for c, r in records(folder).items()}
     result = pytest_run(tmp_path, env, "-v", "--libero-benchmark", "toy", "--libero-toy-colour", "blue",
-                        "--libero-policy", "random", *FAST, "--libero-resume", str(folder))
+                        *POLICIES["push"], *FAST, "--libero-resume", str(folder))
     assert "LIBERO: selected 4 = passed 2 + failed 2" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
     resumed = {c for c in CELLS for line in result.stdout.splitlines()
                if line.startswith(f"test_rollout[{c}]") or (line.startswith(c) and "resumed: recorded earlier" in line)
@@ -206,7 +265,7 @@ def test_resume_reruns_only_the_missing_cell(runs, env, tmp_path):
 def test_two_shards_merge_into_the_whole_run(env, tmp_path, runs):
     shards = []
     for index in (1, 2):
-        result = pytest_run(tmp_path / f"shard{index}", env, "--libero-benchmark", "toy", "--libero-policy", "random",
+        result = pytest_run(tmp_path / f"shard{index}", env, "--libero-benchmark", "toy", *POLICIES["push"],
                             "--libero-toy-colour", "blue", *FAST, "--libero-shard", f"{index}/2")
         assert "libero: benchmark toy" in result.stdout and result.returncode in (0, 1), result.stderr[-2000:]
         shards.append(run_folder(tmp_path / f"shard{index}"))
@@ -221,9 +280,9 @@ def test_two_shards_merge_into_the_whole_run(env, tmp_path, runs):
     assert sorted(records(merged)) == sorted(CELLS)
 
 
-def test_compare_pairs_a_zero_and_a_random_run_by_the_adapters_task_label(runs, env):
-    _, zero_dir = runs["zero"]
-    _, rand_dir = runs["random"]
+def test_compare_pairs_a_still_and_a_push_run_by_the_adapters_task_label(runs, env):
+    _, zero_dir = runs["still"]
+    _, rand_dir = runs["push"]
     result = cli(env, "compare", str(zero_dir), str(rand_dir))
     assert_schema_valid(rand_dir)
     assert result.returncode == 0, result.stdout + result.stderr

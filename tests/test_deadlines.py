@@ -13,12 +13,13 @@ import pytest
 from evidence_helpers import records, run_dirs
 from fakes import FakeService, fake_conftest
 from pytest_libero.core.cells import Cell
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.core.rollout import EpisodeSettings, run_episode, service_grace_s
 from pytest_libero.errors import EnvironmentFault
 
 CELL = Cell("libero_10", 0)
-PROTOCOL = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
+PROTOCOL = Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
 HOLD = np.tile([0.0] * 6 + [-1.0], (5, 1))
 DEADLINE_S = 3.0
 # How far past the deadline an item may end on this busy 2-core machine (the grace is 0.3 s).

@@ -17,12 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.adapters.demo import LOG_DIR, DemoPolicy
 from pytest_libero.adapters.replay import (LogReplayPolicy, ReplayLogError, ReplayMismatch, ReplayPolicy,
                                            fingerprint, load_log)
 from pytest_libero.core.cells import Cell
 from pytest_libero.benchmarks.libero.catalog import entry
-from pytest_libero.core.contract import CAMERAS, STOP, Counters, seal_observation
+from pytest_libero.benchmarks.libero.spec import CAMERAS
+from pytest_libero.core.contract import STOP, Counters, seal_observation
 from pytest_libero.runtime.policies import BUILTIN_POLICIES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +82,7 @@ def test_demo_refuses_a_task_it_has_no_log_for():
     policy = DemoPolicy()
     with pytest.raises(ReplayMismatch, match="no action log .*for the task 'fly to the moon'.*libero_10-t00-s00"):
         policy.reset("fly to the moon")
-    observation = seal_observation("fly to the moon", images(0), Counters())
+    observation = seal_observation("fly to the moon", images(0), Counters(), LIBERO_SPEC)
     with pytest.raises(ReplayMismatch, match="fly to the moon"):
         policy.act(observation)
 
@@ -91,12 +93,12 @@ def test_replay_returns_the_log_by_executed_controls_then_stops(tmp_path):
     policy = ReplayPolicy(str(path))
     assert isinstance(policy, LogReplayPolicy)
     policy.reset("do the thing")
-    chunk = policy.act(seal_observation("do the thing", first, Counters()))
+    chunk = policy.act(seal_observation("do the thing", first, Counters(), LIBERO_SPEC))
     assert chunk.shape == (5, 7) and chunk[0, 6] == -1.0
     # indexed by executed controls, so any replan interval replays the same sequence
-    chunk = policy.act(seal_observation("do the thing", images(2), Counters(1, 1, 3)))
+    chunk = policy.act(seal_observation("do the thing", images(2), Counters(1, 1, 3), LIBERO_SPEC))
     assert chunk[0, 6] == -1.0 + 3 / 100
-    assert policy.act(seal_observation("do the thing", images(2), Counters(3, 3, 12))) is STOP
+    assert policy.act(seal_observation("do the thing", images(2), Counters(3, 3, 12), LIBERO_SPEC)) is STOP
 
 
 def test_replay_on_a_different_first_observation_is_a_clear_error(tmp_path):
@@ -105,7 +107,7 @@ def test_replay_on_a_different_first_observation_is_a_clear_error(tmp_path):
     policy.reset("do the thing")
     expected = "recorded for init state 0 of libero_10 task 0.*first observation differs"
     with pytest.raises(ReplayMismatch, match=expected):
-        policy.act(seal_observation("do the thing", blocky(2), Counters()))
+        policy.act(seal_observation("do the thing", blocky(2), Counters(), LIBERO_SPEC))
 
 
 def test_fingerprint_tolerates_small_renderer_differences(tmp_path):
@@ -114,7 +116,7 @@ def test_fingerprint_tolerates_small_renderer_differences(tmp_path):
     policy = ReplayPolicy(str(path))
     policy.reset("do the thing")
     darker = {k: np.clip(v.astype(int) - 6, 0, 255).astype(np.uint8) for k, v in first.items()}
-    assert policy.act(seal_observation("do the thing", darker, Counters())).shape == (5, 7)
+    assert policy.act(seal_observation("do the thing", darker, Counters(), LIBERO_SPEC)).shape == (5, 7)
 
 
 def test_a_malformed_log_is_reported(tmp_path):
@@ -158,7 +160,8 @@ def test_replaying_the_log_on_init_state_1_is_a_policy_error():
     service = BenchService(env=service_env(get("libero"), None))
     try:
         result = run_episode(service, DemoPolicy(), Cell("libero_10", 0, init_index=1),
-                             Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=3))
+                             Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5,
+                                      max_policy_calls=3))
     finally:
         service.close()
     assert result.outcome == "policy_error"

@@ -15,6 +15,7 @@ import pytest
 
 from fakes import fake_conftest
 from evidence_helpers import check_videos, html_rows, records, run_dirs
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.chunk_evidence import executed_actions, observation_entries
 from pytest_libero.results.files import is_temporary, write_json_atomic
 from pytest_libero.core.statistics import wilson
@@ -131,7 +132,7 @@ def test_settle_success_is_optional_so_older_records_stay_valid():
     from pytest_libero.results.records import placeholder_record
 
     schema = json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8"))
-    protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
+    protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
     record = placeholder_record("libero_10-t00-s00", "not_run", "never ran", adapter=LIBERO, context=None,
                                 protocol=protocol.as_dict(),
                                 identity=protocol.identity,
@@ -241,7 +242,7 @@ def test_control_rate_video_has_a_frame_per_control(pytester, project):
                                "first_success_frame": 8}
 
 
-def test_the_record_schema_takes_any_benchmarks_cell_and_still_checks_libero_plus():
+def test_the_record_schema_takes_any_benchmarks_cell_object_with_its_name():
     import jsonschema
 
     from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
@@ -251,7 +252,7 @@ def test_the_record_schema_takes_any_benchmarks_cell_and_still_checks_libero_plu
 
     validator = jsonschema.Draft202012Validator(
         json.loads((SCHEMA_DIR / "episode_record.schema.json").read_text(encoding="utf-8")))
-    protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
+    protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
     record = placeholder_record("libero_10-t00-s00", "not_run", "never ran", adapter=LIBERO, context=None,
                                 protocol=protocol.as_dict(), identity=protocol.identity,
                                 policy_profile={"spec": {"name": "zero", "kwargs": {}}}, worker="main")
@@ -264,9 +265,9 @@ def test_the_record_schema_takes_any_benchmarks_cell_and_still_checks_libero_plu
                                    "difficulty": 2})
     assert validator.is_valid(plus)
     del plus["cell"]["benchmark"]["variant_id"]
-    assert not validator.is_valid(plus)  # LIBERO-plus's own shape is still checked
-    plus["cell"]["benchmark"].update(variant_id=3, colour="red")
-    assert not validator.is_valid(plus)
+    assert validator.is_valid(plus)  # a benchmark's own shape is its package's (test_liberoplus.py checks it)
+    del plus["cell"]["benchmark"]["name"]
+    assert not validator.is_valid(plus)  # the generic schema needs the benchmark's name
     other["cell"]["id"] = "../escape"
     assert not validator.is_valid(other)  # an id is a file name in episodes/
 
@@ -304,7 +305,7 @@ def test_a_520_control_record_stays_under_64_kb_whatever_the_chunk_length(tmp_pa
     from pytest_libero.results.records import RunDir, write_record
     from pytest_libero.results.validation import record_problem
 
-    protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
+    protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
     result, record = _episode_record(RandomChunks(rows, dtype), protocol)
     assert (result.executed_controls, result.policy_calls, result.outcome) == (520, 104, "failure")
     path = write_record(RunDir(tmp_path), record)
@@ -328,7 +329,7 @@ def _schema_1(record):
 def small_record():
     from pytest_libero.core.protocol import Protocol
 
-    protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
+    protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
     return json.loads(json.dumps(_episode_record(RandomChunks(8), protocol)[1]))
 
 
@@ -344,7 +345,7 @@ def test_schema_1_records_still_read_by_report_merge_resume_and_the_action_reade
     old = _schema_1(small_record)
     assert record_problem(old) is None and old["chunks"][0]["returned"] and isinstance(old["observations"], list)
     np.testing.assert_array_equal(executed_actions(old["chunks"]), executed_actions(small_record["chunks"]))
-    protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
+    protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
     (run,) = write_run(tmp_path / "old", full_mode_cells(3), protocol, LIBERO, controls=20, schema=1)
     assert json.loads(RunDir(run).record_path("libero_spatial-t00-s00").read_text())["schema_version"] == 1
     _, _, records, problems = load_run(run)
@@ -366,7 +367,7 @@ def test_schema_2_records_with_hex_digests_still_read_everywhere(tmp_path, small
     assert record_problem(old) is None and len(old["chunks"]["sha256"]) == 64 * len(old["chunks"]["policy_call"])
     assert observation_entries(old["observations"]) == observation_entries(small_record["observations"])
     assert len(small_record["chunks"]["sha256"]) == 44 * len(small_record["chunks"]["policy_call"])  # schema 3
-    protocol = Protocol(scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
+    protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="horizon", replan_interval=5, max_policy_calls=None)
     (run,) = write_run(tmp_path / "old", full_mode_cells(3), protocol, LIBERO, controls=20, schema=2)
     _, _, records, problems = load_run(run)
     assert len(records) == 3 and problems == [] and {r["schema_version"] for r in records.values()} == {2}

@@ -13,6 +13,7 @@ from pytest_libero.core.cells import Cell
 from pytest_libero.errors import PolicyLoadError
 from pytest_libero.runtime.isolation import ProcessPolicy
 from pytest_libero.core.policy import PolicySpec
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.core.rollout import run_episode
 
@@ -54,7 +55,7 @@ class Upright:
 '''
 CONFTEST = fake_conftest()
 
-PROTOCOL = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=2)
+PROTOCOL = Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5, max_policy_calls=2)
 
 
 @pytest.fixture

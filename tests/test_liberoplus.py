@@ -24,6 +24,8 @@ from pytest_libero.benchmarks.libero_plus import catalog as lp
 from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
 from pytest_libero.benchmarks.libero_plus.adapter import ADAPTER as PLUS
 from pytest_libero.benchmarks.libero_plus.options import PlusSettings
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
+from pytest_libero.benchmarks.libero_plus.adapter import ADAPTER as PLUS_ADAPTER
 from pytest_libero.core.protocol import Protocol
 
 # The real file, where a checkout sits beside the project's shared data (optional test).
@@ -273,12 +275,12 @@ def test_bad_options_are_usage_errors(pytester, synthetic_file, args, message):
 
 def test_clean_instructions_and_robot_init_change_the_protocol_identity_and_libero_keeps_its_own():
     base = dict(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None)
-    libero = Protocol(**base)
+    libero = Protocol(spec=LIBERO_SPEC, **base)
     assert "benchmark" not in libero.as_dict()  # LIBERO identities are unchanged by the adapter seam
     options = (("clean_instructions", False), ("robot_init", "upstream"), ("trials_per_variant", 1))
-    plus = Protocol(**base, benchmark="libero_plus", benchmark_options=options)
-    clean = Protocol(**base, benchmark="libero_plus", benchmark_options=(("clean_instructions", True),) + options[1:])
-    apply = Protocol(**base, benchmark="libero_plus", benchmark_options=(options[0], ("robot_init", "apply"),
+    plus = Protocol(spec=PLUS_ADAPTER.spec, **base, benchmark_options=options)
+    clean = Protocol(spec=PLUS_ADAPTER.spec, **base, benchmark_options=(("clean_instructions", True),) + options[1:])
+    apply = Protocol(spec=PLUS_ADAPTER.spec, **base, benchmark_options=(options[0], ("robot_init", "apply"),
                                                                          options[2]))
     assert len({libero.identity, plus.identity, clean.identity, apply.identity}) == 4
     assert plus.as_dict()["benchmark_options"] == {"clean_instructions": False, "robot_init": "upstream",
@@ -339,8 +341,9 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
 
     context = PlusSettings(classification=str(synthetic_file), assets=None)
     run = RunDir(tmp_path / "run")
-    protocol = Protocol(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None,
-                        benchmark="libero_plus", benchmark_options=(("clean_instructions", False),))
+    protocol = Protocol(spec=PLUS_ADAPTER.spec, scope="default", budget="horizon", replan_interval=5,
+                        max_policy_calls=None,
+                        benchmark_options=(("clean_instructions", False),))
     # libero_goal variants 1-14: categories cycle over the 7, so each category gets 2.
     cells = [lp.variant_id("libero_goal", i) for i in range(14)]
     outcomes = ["success", "failure"] * 6 + ["not_run", "env_error"]
@@ -379,8 +382,8 @@ def test_summary_has_one_suites_row_per_suite_equal_to_the_blocks_by_suite(tmp_p
 
     context = PlusSettings(classification=str(synthetic_file), assets=None)
     run = RunDir(tmp_path / "run")
-    protocol = Protocol(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None,
-                        benchmark="libero_plus", benchmark_options=(("clean_instructions", False),))
+    protocol = Protocol(spec=PLUS_ADAPTER.spec, scope="default", budget="horizon", replan_interval=5,
+                        max_policy_calls=None, benchmark_options=(("clean_instructions", False),))
     cells = [lp.variant_id(suite, i)
              for suite, count in (("libero_goal", 5), ("libero_spatial", 3)) for i in range(count)]
     outcomes = ["success", "failure", "env_error", "success", "failure", "success", "success", "failure"]
@@ -399,14 +402,34 @@ def test_summary_has_one_suites_row_per_suite_equal_to_the_blocks_by_suite(tmp_p
     assert summary["suites"]["libero_spatial"]["passed"] == 2
 
 
+def test_the_package_owns_its_cell_block_shape(synthetic_file):
+    """The record schema needs only a benchmark's name; LIBERO-plus checks the rest of its block itself."""
+    from pytest_libero.benchmarks.libero_plus.results import add_record_fields, block_problem
+
+    context = PlusSettings(classification=str(synthetic_file), assets=None)
+    record = {"cell": PLUS.cell_fields(lp.variant_id("libero_goal", 2), {}, context)}
+    add_record_fields(record, {"assets": "/data/assets", "robot_init": "upstream", "instruction": "open it",
+                               "instruction_sha256": "sha256:0123456789abcdef", "arm_qpos_after_init": [0.1] * 7})
+    block = record["cell"]["benchmark"]
+    assert block_problem(block) is None and block["assets"]["status"] == "available"
+    for change, words in ((lambda b: b.pop("variant_id"), "variant_id"), (lambda b: b.update(colour="red"), "colour"),
+                          (lambda b: b.update(difficulty="hard"), "difficulty"),
+                          (lambda b: b["assets"].update(status="gone"), "status"),
+                          (lambda b: b.update(robot_init="sometimes"), "robot_init")):
+        broken = json.loads(json.dumps(block))
+        change(broken)
+        problem = block_problem(broken)
+        assert problem is not None and words in problem, (words, problem)
+
+
 def test_resume_keeps_a_recorded_variant_without_starting_anything(pytester, synthetic_file):
     """--libero-resume works with LIBERO-plus ids: a recorded success is reported, nothing runs."""
     from pytest_libero.core.protocol import DEFAULT_MAX_POLICY_CALLS
     from pytest_libero.results.records import RunDir, placeholder_record, write_record
 
     cell = "libero_plus-libero_goal-v00003"
-    protocol = Protocol(scope="default", budget="decisions", replan_interval=5,
-                        max_policy_calls=DEFAULT_MAX_POLICY_CALLS, benchmark="libero_plus",
+    protocol = Protocol(spec=PLUS_ADAPTER.spec, scope="default", budget="decisions", replan_interval=5,
+                        max_policy_calls=DEFAULT_MAX_POLICY_CALLS,
                         benchmark_options=(("clean_instructions", False), ("robot_init", "upstream"),
                                            ("trials_per_variant", 1)))
     run = RunDir(pytester.path / "earlier")

@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import ServerConnection, serve
 
 from fakes import blank_images, fake_conftest
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.adapters.openpi import OpenPIPolicy, pack, resize_with_pad, unpack
 from pytest_libero.core.contract import Counters, seal_observation
 from pytest_libero.errors import PolicyServerError
@@ -35,7 +36,7 @@ REQUEST_TIMEOUT_S = 0.5
 def observation(language: str = "put the bowl on the plate") -> Any:
     rng = np.random.default_rng(0)
     images = {k: rng.integers(0, 256, v.shape, dtype=np.uint8) for k, v in blank_images().items()}
-    return seal_observation(language, images, Counters())
+    return seal_observation(language, images, Counters(), LIBERO_SPEC)
 
 
 def raw_array(dtype: str, shape: list[int], data: bytes) -> dict[bytes, Any]:

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from fakes import blank_images, fake_conftest
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.adapters.openvla_rest import (OpenVLARestPolicy, WireError, dumps, libero_gripper, loads,
                                                  openvla_image)
 from pytest_libero.core.contract import Counters, seal_observation
@@ -40,7 +41,7 @@ def encoded(dtype: str, shape: list[int], data: bytes) -> dict[str, Any]:
 def observation(language: str = "put the bowl on the plate") -> Any:
     rng = np.random.default_rng(0)
     images = {k: rng.integers(0, 256, v.shape, dtype=np.uint8) for k, v in blank_images().items()}
-    return seal_observation(language, images, Counters())
+    return seal_observation(language, images, Counters(), LIBERO_SPEC)
 
 
 class Server:

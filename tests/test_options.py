@@ -10,6 +10,7 @@ from pytest_libero.core.cells import Cell
 from pytest_libero.benchmarks.libero.selection import parse_task_ids, select_cells
 from pytest_libero.core.policy import PolicySpec, parse_policy_kwargs
 from pytest_libero.runtime.policies import check_spec
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 
 
@@ -70,17 +71,18 @@ def test_unknown_policy_suggests_and_lists():
 
 
 def test_protocol_identity_changes_with_every_setting():
-    base = Protocol(scope="development", budget="decisions", replan_interval=5, max_policy_calls=3)
+    base = Protocol(spec=LIBERO_SPEC, scope="development", budget="decisions", replan_interval=5, max_policy_calls=3)
     variants = [
-        Protocol(scope="plan", budget="decisions", replan_interval=5, max_policy_calls=3),
-        Protocol(scope="development", budget="decisions", replan_interval=4, max_policy_calls=3),
-        Protocol(scope="development", budget="decisions", replan_interval=5, max_policy_calls=4),
-        Protocol(scope="development", budget="horizon", replan_interval=5, max_policy_calls=None),
-        Protocol(scope="development", budget="decisions", replan_interval=5, max_policy_calls=3, settle_controls=5),
+        Protocol(spec=LIBERO_SPEC, scope="plan", budget="decisions", replan_interval=5, max_policy_calls=3),
+        Protocol(spec=LIBERO_SPEC, scope="development", budget="decisions", replan_interval=4, max_policy_calls=3),
+        Protocol(spec=LIBERO_SPEC, scope="development", budget="decisions", replan_interval=5, max_policy_calls=4),
+        Protocol(spec=LIBERO_SPEC, scope="development", budget="horizon", replan_interval=5, max_policy_calls=None),
+        Protocol(spec=LIBERO_SPEC, scope="development", budget="decisions", replan_interval=5, max_policy_calls=3,
+                 settle_controls=5),
     ]
     identities = {base.identity} | {v.identity for v in variants}
     assert len(identities) == 6
-    assert base.identity == Protocol(scope="development", budget="decisions", replan_interval=5,
+    assert base.identity == Protocol(spec=LIBERO_SPEC, scope="development", budget="decisions", replan_interval=5,
                                      max_policy_calls=3).identity
     assert base.control_cap("libero_90") == 15 and variants[3].control_cap("libero_90") == 400
     assert Cell("libero_10", 2) in select_cells("development", None, "2")

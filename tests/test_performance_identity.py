@@ -16,6 +16,7 @@ import tempfile
 import numpy as np
 import pytest
 
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.hashing import images_digest
 from pytest_libero.benchmarks.libero.reference import NativeRun, native_rollout, state_digest
 
@@ -128,7 +129,7 @@ def test_the_service_is_recycled_between_episodes_once_its_memory_grows():
     from pytest_libero.runtime.service import BenchService
     from pytest_libero.benchmarks import get, service_env
 
-    protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=1)
+    protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5, max_policy_calls=1)
     # any size at all: recycle after every episode
     service = BenchService(env=service_env(get("libero"), None), max_rss_mib=1.0)
     try:

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.core.policy import check_declarations
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.errors import PolicyLoadError
 
@@ -71,8 +72,8 @@ def test_a_contradicting_replan_interval_runs_a_named_variant_with_its_own_ident
 
 def test_fast_mode_identity_is_unchanged():
     # What `pytest --collect-only` prints by default, before and after presets gained K and track.
-    assert Protocol("default", "horizon", 5, None).identity == "sha256:b9f0228c1c1eacec"
-    assert Protocol("development", "horizon", 5, None).identity == "sha256:13038a1852c0a03c"
+    assert Protocol("default", "horizon", 5, None, spec=LIBERO_SPEC).identity == "sha256:b9f0228c1c1eacec"
+    assert Protocol("development", "horizon", 5, None, spec=LIBERO_SPEC).identity == "sha256:13038a1852c0a03c"
 
 
 def test_a_variant_is_named_on_every_record_and_in_the_summary(pytester):
@@ -101,7 +102,7 @@ def test_a_variant_is_named_on_every_record_and_in_the_summary(pytester):
 def _protocol(**kwargs):
     base = dict(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None, mode="full",
                 schedule="openpi", seeds=(7,), track="openpi-compat")
-    return Protocol(**{**base, **kwargs})
+    return Protocol(spec=LIBERO_SPEC, **{**base, **kwargs})
 
 
 @pytest.mark.parametrize("profile, protocol, message", [
@@ -206,7 +207,7 @@ def test_instruction_source_is_in_libero_pro_identities_only(pytester):
     standard = pro_header(pytester, "libero_spatial")
     assert "instruction" not in standard
     # Standard-suite and fast-mode identities are what they were before the field existed.
-    assert identity(standard) == Protocol("task_coverage", "horizon", 5, None).identity
+    assert identity(standard) == Protocol("task_coverage", "horizon", 5, None, spec=LIBERO_SPEC).identity
     bddl = pro_header(pytester, "libero_spatial_object")
     explicit = pro_header(pytester, "libero_spatial_object", "--libero-pro-instruction", "bddl")
     task_map = pro_header(pytester, "libero_spatial_object", "--libero-pro-instruction", "task-map")

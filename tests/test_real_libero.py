@@ -11,6 +11,7 @@ from evidence_helpers import check_videos, records, run_dirs
 
 from pytest_libero.benchmarks import get, service_env
 from pytest_libero.core.cells import Cell
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.benchmarks.libero.reference import ChunkReplayPolicy, native_rollout
 from pytest_libero.core.rollout import run_episode
@@ -49,7 +50,7 @@ def literal(text: str) -> str:
 def test_rendering_only_delivered_observations_is_bit_identical_to_the_native_loop():
     rng = np.random.default_rng(3)
     chunks = [np.concatenate([rng.uniform(-0.5, 0.5, (5, 6)), np.ones((5, 1))], axis=1) for _ in range(3)]
-    protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
+    protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
     native = native_rollout("libero_10", 0, chunks, 5, control_cap=15)
     service, policy = BenchService(env=service_env(get("libero"), None)), ChunkReplayPolicy(chunks)
     try:
@@ -198,8 +199,9 @@ def track_service():
 
 @pytest.mark.parametrize("track, dim", [("rgb+proprio", 9), ("openpi-compat", 8)])
 def test_state_tracks_deliver_their_vectors_and_change_the_protocol_identity(track, dim, track_service):
-    protocol = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=2, track=track)
-    assert protocol.identity != Protocol(scope="test", budget="decisions", replan_interval=5,
+    protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5, max_policy_calls=2,
+                        track=track)
+    assert protocol.identity != Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5,
                                          max_policy_calls=2).identity
     probe = StateProbe()
     result = run_episode(track_service, probe, Cell("libero_10", 0), protocol)

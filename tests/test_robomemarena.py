@@ -27,7 +27,7 @@ def settings(checkout: Path, **more: Any) -> dict[str, Any]:
 
 def protocol(selection: Any) -> Protocol:
     defaults = dict(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None, track="rgb")
-    return Protocol(**dict(defaults, **selection.protocol))  # as the plugin builds it
+    return Protocol(spec=ADAPTER.spec, **dict(defaults, **selection.protocol))  # as the plugin builds it
 
 
 def test_the_checkout_is_read_with_its_tasks_memory_types_and_hashes(robomemarena_checkout: Path) -> None:

@@ -9,6 +9,7 @@ from fakes import FakeService
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.contract import STOP
 from pytest_libero.errors import EnvironmentFault
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.core.rollout import run_episode
 
@@ -39,7 +40,7 @@ class Scripted:
 
 
 def decisions(d, k):
-    return Protocol(scope="test", budget="decisions", replan_interval=k, max_policy_calls=d)
+    return Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=k, max_policy_calls=d)
 
 
 def test_decisions_budget_counts_calls_decisions_and_controls():
@@ -65,7 +66,7 @@ def test_first_success_records_control_and_actual_policy_call():
 
 
 def test_horizon_budget_uses_the_suite_reference_horizon():
-    protocol = Protocol(scope="test", budget="horizon", replan_interval=8, max_policy_calls=None)
+    protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="horizon", replan_interval=8, max_policy_calls=None)
     service = FakeService()
     result = run_episode(service, Scripted(np.tile(HOLD, (8, 1))), Cell("libero_spatial", 0), protocol)
     assert result.control_cap == 220 and result.executed_controls == 220
@@ -172,7 +173,8 @@ def test_a_two_million_row_chunk_is_a_policy_fault_naming_length_bound_and_optio
 
 
 def test_the_chunk_bound_comes_from_the_protocol():
-    short = Protocol(scope="test", budget="decisions", replan_interval=5, max_policy_calls=2, max_chunk_rows=8)
+    short = Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5, max_policy_calls=2,
+                     max_chunk_rows=8)
     assert run_episode(FakeService(), Scripted(np.tile(HOLD, (8, 1))), CELL, short).outcome == "failure"
     result = run_episode(FakeService(), Scripted(np.tile(HOLD, (9, 1))), CELL, short)
     assert result.outcome == "policy_error" and "bound of 8 rows" in result.message

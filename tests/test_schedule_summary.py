@@ -8,6 +8,7 @@ import math
 import pytest
 
 from run_folders import full_protocol, write_run
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.benchmarks.libero.inventory import check_installation
 from pytest_libero.results.schedule_summary import lines
@@ -68,7 +69,7 @@ def test_schedule_line_says_full_partial_or_fast(tmp_path):
     assert "partial: init states 0 only, not the full schedule" in partial["schedule"]["text"]
     from pytest_libero.core.protocol import Protocol
 
-    fast = build_summary(write_run(tmp_path / "c", Protocol("default", "horizon", 5, None),
+    fast = build_summary(write_run(tmp_path / "c", Protocol("default", "horizon", 5, None, spec=LIBERO_SPEC),
                                    {"libero_10-t00-s00": "success"}), LIBERO)
     assert fast["schedule"]["mode"] == "fast" and "not the published protocol" in fast["schedule"]["text"]
     assert "seeds" not in fast and "perturbations" not in fast

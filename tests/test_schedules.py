@@ -17,6 +17,7 @@ import pytest
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.core import schedules
 from pytest_libero.__main__ import main
+from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.core.data import SCHEMA_DIR
 
@@ -139,27 +140,27 @@ def test_schedule_command_names_the_choices_for_an_unknown_schedule(capsys):
 
 
 def test_protocol_identity_covers_schedule_name_content_and_seeds():
-    base = Protocol("default", "horizon", 5, None, mode="full", schedule="standard", seeds=(7,))
-    assert base.identity != Protocol("default", "horizon", 5, None, mode="full", schedule="openpi",
+    base = Protocol("default", "horizon", 5, None, spec=LIBERO_SPEC, mode="full", schedule="standard", seeds=(7,))
+    assert base.identity != Protocol("default", "horizon", 5, None, spec=LIBERO_SPEC, mode="full", schedule="openpi",
                                      seeds=(7,)).identity
-    assert base.identity != Protocol("default", "horizon", 5, None, mode="full", schedule="standard",
+    assert base.identity != Protocol("default", "horizon", 5, None, spec=LIBERO_SPEC, mode="full", schedule="standard",
                                      seeds=(7, 8)).identity
     settings = base.as_dict()
     assert settings["schedule"]["name"] == "standard"
     assert settings["schedule"]["sha256"] == schedules.load("standard").sha256
     assert settings["schedule"]["caps"]["libero_spatial"] == 220
     assert base.control_cap("libero_spatial_swap") == 220
-    lerobot = Protocol("default", "horizon", 5, None, mode="full", schedule="lerobot", seeds=(1000,))
+    lerobot = Protocol("default", "horizon", 5, None, spec=LIBERO_SPEC, mode="full", schedule="lerobot", seeds=(1000,))
     assert lerobot.control_cap("libero_spatial") == 280
     assert "TASK_SUITE_MAX_STEPS" in lerobot.cap_source("libero_spatial")
-    decisions = Protocol("default", "decisions", 5, 3, mode="full", schedule="lerobot", seeds=(1000,))
+    decisions = Protocol("default", "decisions", 5, 3, spec=LIBERO_SPEC, mode="full", schedule="lerobot", seeds=(1000,))
     assert decisions.control_cap("libero_spatial") == 15 and decisions.identity != lerobot.identity
 
 
 def test_fast_mode_identity_is_unchanged_by_schedules():
     # The identity fast-mode runs had before full mode existed: resuming and merging them still work.
-    assert Protocol("default", "horizon", 5, None).identity == "sha256:b9f0228c1c1eacec"
-    assert "schedule" not in Protocol("default", "horizon", 5, None).as_dict()
+    assert Protocol("default", "horizon", 5, None, spec=LIBERO_SPEC).identity == "sha256:b9f0228c1c1eacec"
+    assert "schedule" not in Protocol("default", "horizon", 5, None, spec=LIBERO_SPEC).as_dict()
 
 
 @pytest.mark.parametrize("schedule, seeds, cell, expected", [
@@ -171,7 +172,7 @@ def test_fast_mode_identity_is_unchanged_by_schedules():
 def test_records_of_episodes_that_never_ran_carry_the_schedule_env_seed(schedule, seeds, cell, expected):
     from pytest_libero.results.records import placeholder_record
 
-    protocol = Protocol("default", "horizon", 5, None, mode="full", schedule=schedule, seeds=seeds)
+    protocol = Protocol("default", "horizon", 5, None, spec=LIBERO_SPEC, mode="full", schedule=schedule, seeds=seeds)
     from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
 
     record = placeholder_record(cell, "not_run", "never ran", adapter=LIBERO, context=None,

@@ -2,9 +2,12 @@
 
 The proof that the benchmark seam holds: nothing here is known to generic code, which reaches it
 only through the `pytest_libero.benchmarks` entry-point group (tests/test_benchmark_seam.py
-registers it with a temporary dist-info folder). The service side has no simulator: blank images,
-and an episode succeeds when the policy's action x-component is positive from control
-SUCCESS_AFTER on (task n1 of each suite) or never (task n2). Deterministic.
+registers it with a temporary dist-info folder). It declares its own observation and action spec
+(SPEC: one 48x64 camera, 4-D actions, unlike LIBERO's two 256x256 cameras and 7-D actions), which
+generic code reads for every check, so LIBERO's built-in policies are refused here and the toy
+brings its own (ToyPolicy, a `path/to/file.py:factory` policy). The service side has no
+simulator: blank images, and an episode succeeds when the policy's action x-component is
+positive from control SUCCESS_AFTER on (task n1 of each suite) or never (task n2). Deterministic.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import numpy as np
 
 from pytest_libero.core.benchmark import Group, OptionSpec, Selection, Unattempted
 from pytest_libero.core.cells import Cell, bracketed
+from pytest_libero.core.contract import Observation
 from pytest_libero.core.hashing import sha256_bytes
+from pytest_libero.core.spec import BenchmarkSpec
 from pytest_libero.errors import OptionError
 
 NAME = "toy"
@@ -28,6 +33,9 @@ TASKS = {"toy_red": ("stack the red cubes", "hide the red cube"),
 COLOURS = ("red", "blue", "green")
 SUCCESS_AFTER = 3  # success needs a positive x-component at or after this control (task n1 only)
 _ID = re.compile(r"(?P<suite>toy_(?:red|blue))-n(?P<task>[1-9])")
+SPEC = BenchmarkSpec(name=NAME, cameras=("overhead",), image_shape=(48, 64, 3), camera_transform="image",
+                     action_size=4, action_low=-1.0, action_high=1.0, settle_action=(0.0, 0.0, 0.0, 0.0),
+                     horizons=(("toy_red", 12, "the toy's own cap"), ("toy_blue", 12, "the toy's own cap")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +63,7 @@ class ToyAdapter:
     description = "toy: a test-only benchmark with a fake service (no simulator)"
     service_module = "toy_benchmark"
     source: Mapping[str, Any] = {"repository": "https://example.invalid/toy-benchmark", "revision": "0" * 40}
+    spec = SPEC
 
     def options(self) -> Sequence[OptionSpec]:
         return (OptionSpec(("--libero-toy-colour",), dict(dest="libero_toy_colour", default=None, choices=COLOURS,
@@ -66,7 +75,7 @@ class ToyAdapter:
             raise OptionError(f"--libero-suite {suite}: the toy benchmark has suites {', '.join(SUITES)}")
         cells = tuple(ToyCell(s, i) for s in SUITES if suite in (None, s) for i in range(len(TASKS[s])))
         colour = settings.get("libero_toy_colour") or "red"
-        return Selection(cells, {"benchmark": NAME, "benchmark_options": (("colour", colour),)}, {"colour": colour})
+        return Selection(cells, {"benchmark_options": (("colour", colour),)}, {"colour": colour})
 
     def cell_id(self, text: str) -> str | None:
         parsed = parse(text)
@@ -130,10 +139,25 @@ class ToyAdapter:
 ADAPTER = ToyAdapter()
 
 
-# -- the service module (run inside the bench service process) ------------------------------
+class ToyPolicy:
+    """The toy's policy: 4-D chunks, x-component `push` (0: never succeeds). It refuses (raises) any
+    observation that is not the toy's spec, so an episode that runs at all received the toy's images."""
 
-IMAGE_SHAPE = (256, 256, 3)
-CAMERAS = ("agentview", "robot0_eye_in_hand")
+    def __init__(self, push: float = 0.0, chunk_size: int = 5) -> None:
+        self.chunk = np.zeros((chunk_size, SPEC.action_size))
+        self.chunk[:, 0] = push
+
+    def reset(self, language: str) -> None:
+        pass
+
+    def act(self, observation: Observation) -> Any:
+        shapes = {camera: image.shape for camera, image in observation.images.items()}
+        if shapes != {camera: SPEC.image_shape for camera in SPEC.cameras}:
+            raise AssertionError(f"the toy policy received images {shapes}, not the toy's")
+        return self.chunk.copy()
+
+
+# -- the service module (run inside the bench service process) ------------------------------
 
 
 def prepare_process_environment(work_dir: str) -> None:
@@ -157,7 +181,7 @@ SERVICE_OPS: dict[str, Any] = {}
 
 
 def _blank() -> dict[str, np.ndarray]:
-    return {camera: np.zeros(IMAGE_SHAPE, dtype=np.uint8) for camera in CAMERAS}
+    return {camera: np.zeros(SPEC.image_shape, dtype=np.uint8) for camera in SPEC.cameras}
 
 
 class Episode:

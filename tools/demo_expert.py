@@ -309,9 +309,10 @@ def generate(cell_id: str, verbose: bool = False, script: Callable[[Expert], Non
     """Run the scripted expert on one cell; return the log (success or not)."""
     from pytest_libero.benchmarks.libero import catalog
     from pytest_libero.benchmarks.libero.service import LiberoEpisode, prepare_process_environment
-    from pytest_libero.core.protocol import DEFAULT_REPLAN_INTERVAL, REFERENCE_HORIZONS, SETTLE_CONTROLS
+    from pytest_libero.benchmarks.libero.spec import REFERENCE_HORIZONS, SETTLE_ACTION, SPEC
+    from pytest_libero.core.protocol import DEFAULT_REPLAN_INTERVAL, SETTLE_CONTROLS
     from pytest_libero.core.cells import FAST_SEED
-    from pytest_libero.core.contract import SETTLE_ACTION, images_from_native
+    from pytest_libero.core.contract import images_from_native
 
     from pytest_libero.adapters.replay import LOG_FORMAT, fingerprint  # the same code the adapter reads with
 
@@ -324,7 +325,7 @@ def generate(cell_id: str, verbose: bool = False, script: Callable[[Expert], Non
     expert = Expert(episode)
     success: int | None = None
     try:
-        first = images_from_native(episode.first_raw)
+        first = images_from_native(episode.first_raw, SPEC)
         (script or SCRIPTS[cell_id])(expert)
         # the script ended without success: hold still until the cap to confirm
         expert.hold(cap)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from pytest_libero.core.cells import Cell
+from pytest_libero.core.spec import BenchmarkSpec
 
 # The bench service (pytest_libero.runtime.server) imports the service module this names.
 SERVICE_MODULE_ENV = "PYTEST_LIBERO_SERVICE_MODULE"
@@ -79,6 +80,9 @@ class BenchmarkAdapter(Protocol):
     description: str
     service_module: str  # run by the bench service (pytest_libero.runtime.server)
     source: Mapping[str, Any]  # the upstream source identity on every record: at least repository, revision
+    # What its observations and actions are (cameras, image shape, action size and bounds), its
+    # settling action and reference horizons: the contract's checks and the protocol read them here.
+    spec: BenchmarkSpec
 
     def options(self) -> Sequence[OptionSpec]:
         """The adapter's own options (refused unless this adapter is selected)."""

@@ -29,8 +29,9 @@ class Cell:
         return base if self.run_seed is None else f"{base}-seed{self.run_seed}"
 
 
-# Suite names hold underscores but never hyphens, so the first "-t" ends the suite.
-_CELL_ID = re.compile(r"(?P<suite>libero_[a-z0-9_]+?)-t(?P<task>\d{2,})-s(?P<init>\d{2,})(?:-seed(?P<seed>\d+))?")
+# Suite names hold underscores but never hyphens, so the first "-t" ends the suite. Any benchmark's
+# suite names may use this grammar; which suites are its own is the benchmark adapter's to say.
+_CELL_ID = re.compile(r"(?P<suite>[a-z][a-z0-9_]*?)-t(?P<task>\d{2,})-s(?P<init>\d{2,})(?:-seed(?P<seed>\d+))?")
 
 
 _BRACKETED = re.compile(r"\[(?P<id>[^\[\]]+)\]$")

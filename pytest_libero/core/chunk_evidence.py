@@ -36,8 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.core.contract import ACTION_DIM
-
 HASH_HEX = 64  # characters of one sha256 digest in a concatenated column: hex (schema 2)
 HASH_B64 = 44  # ... and base64 (schema 3)
 
@@ -65,8 +63,8 @@ def _little_endian(dtype: np.dtype[Any]) -> np.dtype[Any]:
 
 def chunk_entry(policy_call: int, chunk: np.ndarray, returned_dtype: Any, returned_shape: tuple[int, ...],
                 executed: int) -> dict[str, Any]:
-    """The engine's note of a valid chunk: `chunk` is the validated float64 (n, 7) array;
-    `returned_dtype` and `returned_shape` are what the policy returned ((7,) or (n, 7)); the
+    """The engine's note of a valid chunk: `chunk` is the validated float64 (n, action size) array;
+    `returned_dtype` and `returned_shape` are what the policy returned ((A,) or (n, A)); the
     executed rows are kept in that dtype."""
     dtype = np.dtype(returned_dtype)
     done = np.ascontiguousarray(chunk[:executed].astype(_little_endian(dtype)))
@@ -123,15 +121,15 @@ def observation_entries(observations: Any) -> list[dict[str, Any]]:
 
 def _decode(b64: str, dtype: str, executed: int, policy_call: Any) -> np.ndarray:
     rows = np.frombuffer(base64.b64decode(b64, validate=True), dtype=_little_endian(np.dtype(dtype)))
-    rows = rows.reshape(-1, ACTION_DIM).astype(np.float64)
-    if rows.shape[0] != executed:
-        raise ValueError(f"the chunk of policy call {policy_call} holds {rows.shape[0]} executed rows but "
-                         f"says executed={executed}")
-    return rows
+    # The row width is the benchmark's action size: what the values divide into `executed` rows.
+    if (executed == 0) != (rows.size == 0) or (executed and rows.size % executed):
+        raise ValueError(f"the chunk of policy call {policy_call} holds {rows.size} values, not {executed} "
+                         f"executed rows of one action size (executed={executed})")
+    return rows.reshape(executed, -1 if executed else 0).astype(np.float64)
 
 
 def executed_actions(chunks: Any) -> np.ndarray:
-    """Every executed action of an episode, in order (float64, (controls, 7)): what a replay of the
+    """Every executed action of an episode, in order (float64, (controls, action size)): what a replay of the
     recorded run executes. `chunks` is a record's `chunks` of schema 2 or 3 (a block) or schema 1 (an
     array of entries), or the engine's entries (EpisodeResult.chunks)."""
     if isinstance(chunks, dict):
@@ -143,6 +141,7 @@ def executed_actions(chunks: Any) -> np.ndarray:
             if "actions_b64" in entry:
                 parts.append(_decode(entry["actions_b64"], entry["dtype"], entry["executed"], entry["policy_call"]))
             elif "returned" in entry:  # schema 1: every returned row, as JSON numbers
-                rows = np.asarray(entry["returned"], dtype=np.float64).reshape(-1, ACTION_DIM)
-                parts.append(rows[: entry.get("executed") or 0])
-    return np.concatenate(parts) if parts else np.zeros((0, ACTION_DIM))
+                rows = np.asarray(entry["returned"], dtype=np.float64)
+                parts.append(rows.reshape(-1, rows.shape[-1])[: entry.get("executed") or 0])
+    parts = [p for p in parts if p.size] or parts[:1]  # an empty chunk's (0, 0) would not concatenate
+    return np.concatenate(parts) if parts else np.zeros((0, 0))

@@ -1,9 +1,10 @@
 """The policy contract as data: what a policy sees, what it may return, and the checks on both.
 
-Numpy only. The bench service builds observations with `images_from_native` (so nothing
-but the contract's fields ever leaves it) and re-validates every chunk with `validate_chunk`;
-the rollout engine validates first, so that a bad chunk becomes a policy fault that names the
-defect before anything is sent to the simulator.
+Numpy only. The cameras, image size and action space are the benchmark's (its `BenchmarkSpec`,
+core/spec.py), passed to every check. The bench service builds observations with
+`images_from_native` (so nothing but the contract's fields ever leaves it) and re-validates every
+chunk with `validate_chunk`; the rollout engine validates first, so that a bad chunk becomes a
+policy fault that names the defect before anything is sent to the simulator.
 """
 
 from __future__ import annotations
@@ -14,16 +15,11 @@ from typing import Any, Final, Mapping
 
 import numpy as np
 
+from pytest_libero.core.spec import BenchmarkSpec
 from pytest_libero.errors import ActionError, EnvironmentFault
 
-CAMERAS: Final = ("agentview", "robot0_eye_in_hand")
-IMAGE_SHAPE: Final = (256, 256, 3)
-ACTION_DIM: Final = 7
-ACTION_LOW: Final = -1.0
-ACTION_HIGH: Final = 1.0
-SETTLE_ACTION: Final = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
 # The most rows a chunk may have (--libero-max-chunk-rows). Published policies return 1-50 rows
-# (openpi 10-50, OpenVLA-OFT 8, OpenVLA 1) and the longest per-suite horizon is 520 controls, so
+# (openpi 10-50, OpenVLA-OFT 8, OpenVLA 1) and LIBERO's longest per-suite horizon is 520 controls, so
 # 1024 admits every published policy and even a whole-episode open-loop plan, while a runaway
 # chunk (the 2,000,000 rows of issue 15) is refused from its length before it is converted.
 # Only the first K rows of a chunk are ever executed.
@@ -78,9 +74,10 @@ class Counters:
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """Everything a policy may see: task language, two RGB images, counters, and the track's state.
+    """Everything a policy may see: task language, the benchmark's RGB images, counters, and the track's state.
 
-    Images are uint8, C-contiguous, read-only, 256x256x3, already transformed image[::-1, ::-1].
+    Images are uint8, C-contiguous, read-only, one per camera of the benchmark's spec, of its image
+    shape and already transformed as it declares (LIBERO: two 256x256x3, image[::-1, ::-1]).
     `state` is None on the default rgb track; a read-only float64 vector on the others.
     """
 
@@ -103,15 +100,27 @@ def _rebuild_observation(language: str, images: dict[str, np.ndarray], counters:
 
 
 
-def transform_image(raw: Any, camera: str) -> np.ndarray:
-    """Apply the retained camera transform (a 180-degree rotation) and check the result."""
+# The camera transforms images_from_native knows, by the name a spec's camera_transform gives.
+IMAGE_TRANSFORMS: Final = {
+    "image[::-1, ::-1]": lambda array: array[::-1, ::-1],
+    "image": lambda array: array,
+}
+
+
+def transform_image(raw: Any, camera: str, spec: BenchmarkSpec) -> np.ndarray:
+    """Apply the spec's camera transform and check the result against its image shape."""
     array = np.asarray(raw)
-    if array.dtype != np.uint8 or array.shape != IMAGE_SHAPE:
+    if array.dtype != np.uint8 or array.shape != spec.image_shape:
         raise EnvironmentFault(
             f"camera {camera!r} rendered dtype {array.dtype} shape {array.shape}; "
-            f"the contract needs uint8 {IMAGE_SHAPE}"
+            f"the {spec.name} contract needs uint8 {spec.image_shape}"
         )
-    return np.ascontiguousarray(array[::-1, ::-1])
+    transform = IMAGE_TRANSFORMS.get(spec.camera_transform)
+    if transform is None:
+        raise EnvironmentFault(f"benchmark {spec.name!r} declares camera transform {spec.camera_transform!r}, "
+                               f"which images_from_native cannot apply (it knows {', '.join(IMAGE_TRANSFORMS)}); "
+                               "transform the images in the benchmark's service instead")
+    return np.ascontiguousarray(transform(array))
 
 
 def check_image_convention(policy_name: str, profile: Any) -> None:
@@ -128,24 +137,24 @@ def check_image_convention(policy_name: str, profile: Any) -> None:
         "convert images inside the adapter and declare what it then receives, or fix the declaration.")
 
 
-def images_from_native(raw: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Keep only the contract's camera images of a native robosuite observation dict.
+def images_from_native(raw: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, np.ndarray]:
+    """Keep only the spec's camera images of a native robosuite observation dict (`<camera>_image`).
 
     Everything else in `raw` (object and end-effector poses, proprioception, robot state) is
     dropped here, inside the service, and never crosses the boundary.
     """
     images = {}
-    for camera in CAMERAS:
+    for camera in spec.cameras:
         key = f"{camera}_image"
         if key not in raw:
             raise EnvironmentFault(f"native observation lacks {key!r}; got keys {sorted(raw)}")
-        images[camera] = transform_image(raw[key], camera)
+        images[camera] = transform_image(raw[key], camera, spec)
     return images
 
 
-def seal_observation(language: Any, images: Any, counters: Counters, state: Any = None,
+def seal_observation(language: Any, images: Any, counters: Counters, spec: BenchmarkSpec, state: Any = None,
                      track: str = "rgb") -> Observation:
-    """Build the policy's Observation from what the service sent, checking every field."""
+    """Build the policy's Observation from what the service sent, checking every field against `spec`."""
     dim = STATE_DIMS.get(track, -1)
     if dim == -1:
         raise EnvironmentFault(f"unknown observation track {track!r}; one of {', '.join(TRACKS)}")
@@ -159,16 +168,16 @@ def seal_observation(language: Any, images: Any, counters: Counters, state: Any 
         state.setflags(write=False)
     if not isinstance(language, str) or not language:
         raise EnvironmentFault(f"task language must be a non-empty str, got {language!r:.80}")
-    if not isinstance(images, Mapping) or set(images) != set(CAMERAS):
+    if not isinstance(images, Mapping) or set(images) != set(spec.cameras):
         keys = sorted(images) if isinstance(images, Mapping) else type(images).__name__
-        raise EnvironmentFault(f"observation cameras {keys} != {list(CAMERAS)}")
+        raise EnvironmentFault(f"observation cameras {keys} != {list(spec.cameras)} ({spec.name}'s)")
     sealed = {}
-    for camera in CAMERAS:
+    for camera in spec.cameras:
         image = images[camera]
-        if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.shape == IMAGE_SHAPE):
+        if not (isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.shape == spec.image_shape):
             raise EnvironmentFault(
                 f"observation image {camera!r} is {getattr(image, 'dtype', type(image).__name__)} "
-                f"{getattr(image, 'shape', '')}; the contract needs uint8 {IMAGE_SHAPE}"
+                f"{getattr(image, 'shape', '')}; the {spec.name} contract needs uint8 {spec.image_shape}"
             )
         image = np.array(image, dtype=np.uint8, order="C", copy=True)
         image.setflags(write=False)
@@ -202,16 +211,17 @@ def chunk_rows(raw: Any) -> int | None:
     return None
 
 
-def validate_chunk(raw: Any, max_rows: int = MAX_CHUNK_ROWS) -> np.ndarray:
-    """Turn a policy's return value into a float64 (n, 7) chunk, or raise ActionError.
+def validate_chunk(raw: Any, spec: BenchmarkSpec, max_rows: int = MAX_CHUNK_ROWS) -> np.ndarray:
+    """Turn a policy's return value into a float64 (n, A) chunk of the spec's action size A, or raise ActionError.
 
-    Accepted: an array-like of shape (7,) (a chunk of one) or (n, 7) with 1 <= n <= `max_rows`,
-    integer or float dtype (bool is refused as a likely bug), every value finite and within
-    [-1, 1]. Nothing is clipped. The length is checked from the shape first, so an oversized
-    chunk costs nothing to refuse.
+    Accepted: an array-like of shape (A,) (a chunk of one) or (n, A) with 1 <= n <= `max_rows`,
+    integer or float dtype (bool is refused as a likely bug), every value finite and within the
+    spec's bounds. Nothing is clipped. The length is checked from the shape first, so an
+    oversized chunk costs nothing to refuse.
     """
+    size, low, high = spec.action_size, spec.action_low, spec.action_high
     if raw is None:
-        raise ActionError("policy returned None; return an action chunk of shape (n, 7) or STOP")
+        raise ActionError(f"policy returned None; return an action chunk of shape {spec.action_shape} or STOP")
     rows = chunk_rows(raw)
     if rows is not None and rows > max_rows:
         raise ActionError(_too_long(rows, max_rows))
@@ -222,14 +232,15 @@ def validate_chunk(raw: Any, max_rows: int = MAX_CHUNK_ROWS) -> np.ndarray:
     if array.dtype.kind not in "iuf":
         raise ActionError(
             f"action dtype {array.dtype} is not a real number type; value {_describe(raw)!s:.200}, "
-            f"shape {array.shape}. Return floats in [-1, 1]."
+            f"shape {array.shape}. Return floats in [{low:g}, {high:g}]."
         )
-    single = array.ndim == 1 and array.shape[0] == ACTION_DIM
+    single = array.ndim == 1 and array.shape[0] == size
     if single:
         array = array[None, :]
-    if array.ndim != 2 or array.shape[1] != ACTION_DIM or array.shape[0] < 1:
+    if array.ndim != 2 or array.shape[1] != size or array.shape[0] < 1:
         raise ActionError(
-            f"action shape {np.shape(raw)} is not (7,) or (n, 7) with n >= 1; value {_describe(raw)}"
+            f"action shape {np.shape(raw)} is not ({size},) or {spec.action_shape} with n >= 1 "
+            f"({spec.name}'s action size is {size}); value {_describe(raw)}"
         )
     if array.shape[0] > max_rows:
         raise ActionError(_too_long(array.shape[0], max_rows))
@@ -241,11 +252,12 @@ def validate_chunk(raw: Any, max_rows: int = MAX_CHUNK_ROWS) -> np.ndarray:
             f"action is not finite: element {_where(row, col, single)} = {array[row, col]} in chunk of shape "
             f"{np.shape(raw)}; value {_describe(raw)}"
         )
-    outside = (array < ACTION_LOW) | (array > ACTION_HIGH)
+    outside = (array < low) | (array > high)
     if outside.any():
         row, col = np.argwhere(outside)[0]
         raise ActionError(
-            f"action out of bounds [-1, 1]: element {_where(row, col, single)} = {array[row, col]} in chunk of "
-            f"shape {np.shape(raw)}; value {_describe(raw)}. Nothing is clipped: scale the output."
+            f"action out of bounds [{low:g}, {high:g}]: element {_where(row, col, single)} = "
+            f"{array[row, col]} in chunk of shape {np.shape(raw)}; value {_describe(raw)}. "
+            "Nothing is clipped: scale the output."
         )
     return np.ascontiguousarray(array)

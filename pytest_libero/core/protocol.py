@@ -4,33 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pytest_libero.core.cells import FAST_SEED
-from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, MAX_CHUNK_ROWS, SETTLE_ACTION
+from pytest_libero.core.contract import MAX_CHUNK_ROWS
+from pytest_libero.core.spec import BenchmarkSpec
 
-# Per-suite reference control caps and where each number comes from (PROTOCOL.md). Part of every
-# protocol identity. A perturbed suite named `<suite>_<perturbation>` (LIBERO-PRO) has its base
-# suite's horizon.
-REFERENCE_HORIZONS: dict[str, tuple[int, str]] = {
-    "libero_spatial": (220, "OpenVLA/openpi/StarVLA LIBERO evaluators (LeRobot uses 280)"),
-    "libero_object": (280, "OpenVLA/openpi/StarVLA LIBERO evaluators"),
-    "libero_goal": (300, "OpenVLA/openpi/StarVLA LIBERO evaluators"),
-    "libero_90": (400, "OpenVLA/openpi/StarVLA LIBERO evaluators"),
-    "libero_10": (520, "retained StarVLA evaluator (LIBERO lifelong config uses 600; "
-                       "generic simulator horizon 1000)"),
-}
-
-
-def reference_horizon(suite: str) -> tuple[int, str]:
-    """(cap, source) of a suite, or of the suite a perturbed `<suite>_<perturbation>` copies."""
-    if suite in REFERENCE_HORIZONS:
-        return REFERENCE_HORIZONS[suite]
-    base = suite.rsplit("_", 1)[0]
-    if base in REFERENCE_HORIZONS:
-        return REFERENCE_HORIZONS[base]
-    raise KeyError(f"no reference horizon for suite {suite!r}; use --libero-budget decisions")
 SETTLE_CONTROLS = 10
 DEFAULT_REPLAN_INTERVAL = 5  # openpi's LIBERO example executes 5 actions per chunk
 DEFAULT_MAX_POLICY_CALLS = 200  # the common explicit decisions track: D=200, K=5
@@ -40,7 +20,12 @@ BudgetMode = Literal["horizon", "decisions"]
 
 @dataclass(frozen=True, slots=True)
 class Protocol:
-    """Protocol settings of a run. `identity` hashes all of them; runs compare only when equal."""
+    """Protocol settings of a run. `identity` hashes all of them; runs compare only when equal.
+
+    `spec` is the benchmark's (its adapter's `spec`): its name, cameras, image shape, camera
+    transform and reference horizons are settings of the identity, and its settling action is the
+    run's unless a selection sets another (a full-mode schedule's).
+    """
 
     scope: str
     budget: BudgetMode
@@ -51,10 +36,7 @@ class Protocol:
     task_order_index: int = 0
     seed: int = FAST_SEED
     settle_controls: int = SETTLE_CONTROLS
-    settle_action: tuple[float, ...] = SETTLE_ACTION
-    cameras: tuple[str, ...] = CAMERAS
-    image_shape: tuple[int, ...] = IMAGE_SHAPE
-    camera_transform: str = "image[::-1, ::-1]"
+    settle_action: tuple[float, ...] | None = None  # None: the spec's
     track: str = "rgb"
     # Full mode (pytest_libero.core.schedules): the schedule's name, the run seeds it repeats over and,
     # when only some of its init states run, which. None in fast mode.
@@ -65,14 +47,30 @@ class Protocol:
     # (setting, preset value, run value). A run with overrides is a named variant of the preset
     # (its own identity; every record and summary names the difference). Empty: left out.
     overrides: tuple[tuple[str, Any, Any], ...] = ()
-    # The benchmark adapter and its protocol settings (an adapter's Selection.protocol, see
-    # core/benchmark.py); left out of as_dict for libero, so that LIBERO identities are unchanged.
-    benchmark: str = "libero"
+    # The benchmark adapter's protocol settings (an adapter's Selection.protocol, see core/benchmark.py).
     benchmark_options: tuple[tuple[str, Any], ...] = ()
     # The most rows a returned chunk may have; a longer one is a policy fault. It decides outcomes,
     # so a run with another bound has its own identity; the default is left out of the settings,
     # so every identity made before the bound existed is unchanged.
     max_chunk_rows: int = MAX_CHUNK_ROWS
+    spec: BenchmarkSpec = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.settle_action is None:
+            object.__setattr__(self, "settle_action", self.spec.settle_action)
+
+    @property
+    def benchmark(self) -> str:
+        """The benchmark adapter's registered name (the spec's)."""
+        return self.spec.name
+
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        return self.spec.cameras
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return self.spec.image_shape
 
     def _benchmark_cap(self) -> tuple[int, str] | None:
         """A benchmark's own step cap (its options' control_cap and control_cap_source), if it has one."""
@@ -90,7 +88,7 @@ class Protocol:
             return self.max_policy_calls * self.replan_interval
         if self.schedule is not None:
             return _schedule(self.schedule).plan(suite).cap
-        return reference_horizon(suite)[0]
+        return self.spec.horizon(suite)[0]
 
     def cap_source(self, suite: str) -> str:
         own = self._benchmark_cap()
@@ -101,16 +99,21 @@ class Protocol:
         if self.schedule is not None:
             plan = _schedule(self.schedule).plan(suite)
             return f"schedule {self.schedule} cap {plan.cap}: {plan.cap_source}"
-        horizon, source = reference_horizon(suite)
+        horizon, source = self.spec.horizon(suite)
         return f"reference horizon {horizon}: {source}"
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        if self.benchmark == "libero" and not self.benchmark_options:
-            del data["benchmark"], data["benchmark_options"]
-        else:
+        del data["spec"]
+        spec = self.spec
+        data.update(cameras=spec.cameras, image_shape=spec.image_shape, camera_transform=spec.camera_transform)
+        if spec.name_in_identity or self.benchmark_options:
+            data["benchmark"] = spec.name
             data["benchmark_options"] = dict(self.benchmark_options)
-        data["horizons"] = {s: list(v) for s, v in REFERENCE_HORIZONS.items()}
+        else:
+            del data["benchmark_options"]
+        if spec.horizons:  # a benchmark capped by its own control_cap option has none
+            data["horizons"] = spec.horizons_setting()
         if self.max_chunk_rows == MAX_CHUNK_ROWS:
             del data["max_chunk_rows"]
         if self.overrides:

@@ -296,7 +296,8 @@ class _Rollout:
         """Seal the observation the policy is about to get, count the call, hash it (and film it)."""
         result = self.result
         counters = Counters(result.policy_calls, result.action_decisions, result.executed_controls)
-        observation = seal_observation(result.language, images, counters, state, self.protocol.track)
+        observation = seal_observation(result.language, images, counters, self.protocol.spec, state,
+                                       self.protocol.track)
         if self.on_frame is not None and not (self.every_control and result.policy_calls > 0):
             self.on_frame(observation.images, False)
         result.policy_calls += 1
@@ -326,7 +327,7 @@ class _Rollout:
             result.message = f"policy returned STOP before native success: {result.counters_line()}"
             return None
         try:
-            chunk = validate_chunk(raw, self.protocol.max_chunk_rows)
+            chunk = validate_chunk(raw, self.protocol.spec, self.protocol.max_chunk_rows)
         except ActionError as exc:
             result.chunks.append({"policy_call": result.policy_calls, "invalid": _describe_raw(raw), "executed": 0})
             _policy_fault(result, f"invalid action at policy call {result.policy_calls}: {exc}", None)

@@ -289,7 +289,7 @@ def build_run(config: pytest.Config) -> LiberoRun:
     policy_side = {"replan_interval": DEFAULT_REPLAN_INTERVAL if replan is None else replan,
                    "track": opt("libero_track") or "rgb"}
     protocol = Protocol(scope=scope or "default", budget=budget, max_policy_calls=calls, max_chunk_rows=max_rows,
-                        **{**policy_side, **selection.protocol})
+                        spec=adapter.spec, **{**policy_side, **selection.protocol})
     episode_timeout = opt("libero_episode_timeout")
     if episode_timeout is not None and not episode_timeout > 0:
         raise pytest.UsageError(f"--libero-episode-timeout {episode_timeout}: must be a positive number of seconds")

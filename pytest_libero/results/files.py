@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from pytest_libero.core.contract import CAMERAS
 
 # 3: observations and chunks as blocks of columns, executed rows exact, digests in base64
 # (core/chunk_evidence.py; 2: the same with hex digests)
@@ -128,7 +127,8 @@ def _git_revision() -> str | None:
 
 
 def side_by_side(images: Any, border: tuple[int, int, int] | None = None) -> np.ndarray:
-    frame = np.concatenate([np.asarray(images[camera]) for camera in CAMERAS], axis=1)
+    # The cameras left to right in the order the benchmark's spec names them (sealed observations keep it).
+    frame = np.concatenate([np.asarray(image) for image in images.values()], axis=1)
     if border is not None:
         frame = frame.copy()
         frame[:6], frame[-6:], frame[:, :6], frame[:, -6:] = border, border, border, border
@@ -137,7 +137,7 @@ def side_by_side(images: Any, border: tuple[int, int, int] | None = None) -> np.
 
 @dataclass
 class VideoWriter:
-    """Streams frames (agentview | wrist: delivered observations, or every control) into an MP4 under a
+    """Streams frames (the cameras side by side: delivered observations, or every control) into an MP4 under a
     temporary name.
 
     Frames are handed to an encoder thread, so starting ffmpeg and feeding it overlap with the

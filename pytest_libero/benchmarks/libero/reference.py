@@ -21,7 +21,8 @@ import numpy as np
 
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.core.cells import FAST_SEED
-from pytest_libero.core.contract import SETTLE_ACTION, images_from_native
+from pytest_libero.benchmarks.libero.spec import SETTLE_ACTION, SPEC
+from pytest_libero.core.contract import images_from_native
 from pytest_libero.core.hashing import images_digest
 from pytest_libero.benchmarks.libero.inventory import InstalledLibero
 from pytest_libero.core.hashing import sha256_array
@@ -69,7 +70,7 @@ def native_rollout(suite: str, task_index: int, chunks: list[np.ndarray], replan
         for _ in range(SETTLE_CONTROLS):
             raw, _, _, _ = env.step(np.asarray(SETTLE_ACTION, dtype=np.float64))
         run.timing["settle_s"] = time.perf_counter() - start
-        run.delivered.append(images_digest(images_from_native(raw)))
+        run.delivered.append(images_digest(images_from_native(raw, SPEC)))
         cap = control_cap if control_cap is not None else 10**9
         start = time.perf_counter()
         for chunk in chunks:
@@ -84,7 +85,7 @@ def native_rollout(suite: str, task_index: int, chunks: list[np.ndarray], replan
                     break
             if run.success_control is not None or run.executed_controls >= cap:
                 break
-            run.delivered.append(images_digest(images_from_native(raw)))
+            run.delivered.append(images_digest(images_from_native(raw, SPEC)))
         run.timing["loop_s"] = time.perf_counter() - start
         run.final_state_sha256 = sha256_array(env.get_sim_state())
     finally:

@@ -24,7 +24,8 @@ import numpy as np
 from pytest_libero.benchmarks.camera_gate import Gate, gate_cameras, render_now
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.benchmarks.robosuite_log import drop_macro_file_notice
-from pytest_libero.core.contract import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, TRACKS, images_from_native
+from pytest_libero.benchmarks.libero.spec import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, SPEC
+from pytest_libero.core.contract import TRACKS, images_from_native
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.benchmarks.libero.inventory import InstalledLibero
 from pytest_libero.core.hashing import sha256_array, sha256_file
@@ -391,7 +392,7 @@ class LiberoEpisode:
             raise EnvironmentFault(f"MuJoCo reported {', '.join(grew)} during {phase}: the simulation is unstable")
 
     def observation(self, raw: Any) -> dict[str, np.ndarray]:
-        return images_from_native(raw)
+        return images_from_native(raw, SPEC)
 
     def state(self, raw: Any) -> np.ndarray | None:
         return state_from_native(raw, self.track)
@@ -403,7 +404,7 @@ class LiberoEpisode:
         """
         from pytest_libero.core.contract import validate_chunk
 
-        chunk = validate_chunk(chunk)  # defence in depth: the engine validated it already
+        chunk = validate_chunk(chunk, SPEC)  # defence in depth: the engine validated it already
         planned = min(len(chunk), self.control_cap - self.executed)
         render_last = deliver and self.executed + planned < self.control_cap
         success = False
@@ -437,7 +438,7 @@ class LiberoEpisode:
 
     def render_now(self) -> dict[str, np.ndarray]:
         """Render both cameras at the current state (for the video's last frame; no physics)."""
-        return images_from_native(render_now(self.env.env, self.gate, _GATED_NAMES))
+        return images_from_native(render_now(self.env.env, self.gate, _GATED_NAMES), SPEC)
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]:
         timing = self.gate.timing

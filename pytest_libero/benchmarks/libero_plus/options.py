@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_libero.benchmarks.libero_plus import catalog as lp
-from pytest_libero.benchmarks.libero_plus.catalog import BENCHMARK
 from pytest_libero.core.benchmark import OptionSpec, Selection
 from pytest_libero.errors import OptionError
 
@@ -108,7 +107,7 @@ def select(settings: Mapping[str, Any]) -> Selection:
                                 f"{suite}, --libero-plus-category {opt('libero_plus_category')}, "
                                 f"--libero-plus-difficulty {opt('libero_plus_difficulty')}, --libero-plus-variants "
                                 f"{opt('libero_plus_variants')}")
-    protocol = {"benchmark": BENCHMARK, "benchmark_options": (
+    protocol = {"benchmark_options": (
         ("clean_instructions", bool(opt("libero_plus_clean_instructions"))),
         ("robot_init", opt("libero_plus_robot_init")),
         ("trials_per_variant", 1),

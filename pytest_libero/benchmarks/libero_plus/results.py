@@ -8,6 +8,7 @@ per-suite, per-difficulty and overall rows, and the variants skipped for missing
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import Any, Mapping
 
@@ -16,6 +17,46 @@ from pytest_libero.core.benchmark import Group, Unattempted
 from pytest_libero.core.statistics import rate_text
 
 UNKNOWN = "unknown"
+
+# The shape of a LIBERO-plus record's `cell.benchmark` object (JSON Schema). The record schema
+# (catalog/schemas/episode_record.schema.json) requires only a benchmark's name; this package owns
+# the rest: variant id, category and difficulty from the user's task_classification.json, asset
+# status, and the service's robot-init and instruction evidence.
+CELL_BLOCK_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["name", "variant_id", "category", "difficulty"],
+    "properties": {
+        "name": {"const": "libero_plus"},
+        "variant_id": {"type": "integer", "minimum": 1},
+        "category": {"type": ["string", "null"]},
+        "difficulty": {"type": ["integer", "null"]},
+        "assets": {"type": "object", "additionalProperties": False, "required": ["status", "folder", "missing"],
+                   "properties": {"status": {"enum": ["available", "missing"]}, "folder": {"type": "string"},
+                                  "missing": {"type": "array", "items": {"type": "string"}}}},
+        "robot_init": {"enum": ["upstream", "apply"]},
+        "arm_qpos_after_init": {"type": "array", "items": {"type": "number"}},
+        "instruction_sha256": {"type": "string"},
+        # the instruction the policy received (cell.language is the benchmark's default)
+        "instruction": {"type": "string"},
+    },
+}
+
+
+@functools.cache
+def _block_validator() -> Any:
+    import fastjsonschema
+
+    return fastjsonschema.compile(CELL_BLOCK_SCHEMA)
+
+
+def block_problem(block: Any) -> str | None:
+    """Why `block` is not a LIBERO-plus record's `cell.benchmark` object, or None when it is one."""
+    import fastjsonschema
+
+    try:
+        _block_validator()(block)
+    except fastjsonschema.JsonSchemaException as exc:
+        return str(exc)
+    return None
 
 
 def assets_message(missing: list[str], folder: str) -> str:

@@ -35,7 +35,8 @@ from pytest_libero.benchmarks.libero.service import EnvCache as LiberoEnvCache
 from pytest_libero.benchmarks.libero.service import LiberoEpisode
 from pytest_libero.benchmarks.libero.service import prepare_process_environment as _prepare_libero
 from pytest_libero.benchmarks.libero_plus.options import SERVICE_ASSETS_ENV
-from pytest_libero.core.contract import IMAGE_SHAPE, images_from_native
+from pytest_libero.benchmarks.libero.spec import IMAGE_SHAPE, SPEC
+from pytest_libero.core.contract import images_from_native
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.core.hashing import sha256_array, sha256_file
 
@@ -265,7 +266,7 @@ class Episode(LiberoEpisode):
     def observation(self, raw: Any) -> dict[str, np.ndarray]:
         if self.noise and raw is not None and "agentview_image" in raw:
             raw = dict(raw, agentview_image=_noisy(raw["agentview_image"], self.noise))
-        return images_from_native(raw)
+        return images_from_native(raw, SPEC)
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]:
         evidence = super().finish(final_frame)

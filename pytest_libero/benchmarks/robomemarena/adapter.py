@@ -21,6 +21,7 @@ class RoboMemArenaAdapter:
     name = options.BENCHMARK
     description = "RoboMemArena: memory tasks 1-26, run and scored by your checkout (--libero-robomemarena-checkout)"
     service_module = "pytest_libero.benchmarks.robomemarena.service"
+    spec = options.SPEC  # no reference horizons: episodes run to its max_steps (the control_cap option)
     # The user's checkout is the source; its commit and scorer hashes are on every record (cell.benchmark).
     source: Mapping[str, Any] = {"repository": "https://github.com/OpenHelix-Team/RoboMemArena",
                                  "revision": "the user's checkout (cell.benchmark.provenance)"}

@@ -21,6 +21,7 @@ from pytest_libero.benchmarks.robomemarena import checkout as rc
 from pytest_libero.benchmarks.robomemarena import presets
 from pytest_libero.core.benchmark import SERVICE_PYTHON_ENV, OptionSpec, Selection
 from pytest_libero.core.cells import Cell, bracketed
+from pytest_libero.core.spec import BenchmarkSpec
 from pytest_libero.errors import OptionError
 
 BENCHMARK = "robomemarena"
@@ -34,6 +35,13 @@ DEFAULT_TRACK = "openpi-compat"  # RoboMemArena's runner always gives the adapte
 # render) holds; a RoboMemArena-style adapter gets RoboMemArena's own arrays back.
 CAMERA_TRANSFORM = ("robomemarena: render 480x640, np.flipud, cv2.resize to 256x256 INTER_AREA "
                     "(RoboMemArena's observation/image), delivered as [:, ::-1] of that")
+# The contract's two camera names, filled with RoboMemArena's observation/image and wrist_image.
+CAMERAS = ("agentview", "robot0_eye_in_hand")
+# Every preset's resize_size is 256 (presets.py); the spec holds it, so another would be refused
+# when its first observation is sealed.
+SPEC = BenchmarkSpec(
+    name=BENCHMARK, cameras=CAMERAS, image_shape=(256, 256, 3), camera_transform=CAMERA_TRANSFORM,
+    action_size=7, action_low=-1.0, action_high=1.0, settle_action=(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0))
 _ID = re.compile(r"robomemarena-t(?P<task>\d{2})-seed(?P<seed>\d+)")
 
 
@@ -211,9 +219,9 @@ def select(settings: Mapping[str, Any], environ: Mapping[str, str] = os.environ)
         ("bddl_sha256", checkout.bddl_digest()),
         *((f"scorer_sha256:{name}", digest) for name, digest in checkout.scorer_sha256),
     ]
-    protocol = {"benchmark": BENCHMARK, "benchmark_options": tuple(options), "mode": "full" if full else "fast",
+    protocol = {"benchmark_options": tuple(options), "mode": "full" if full else "fast",
                 "seed": preset.seed_start, "settle_controls": preset.settle_controls, "replan_interval": replan,
-                "track": run["track"], "camera_transform": CAMERA_TRANSFORM, "overrides": overrides}
+                "track": run["track"], "overrides": overrides}
     return Selection(cells, protocol, ArenaSettings(checkout=checkout, python=python))
 
 

@@ -49,9 +49,9 @@ import numpy as np
 
 from pytest_libero.benchmarks.camera_gate import Gate, Renders, gate_cameras, render_now
 from pytest_libero.benchmarks.robomemarena import checkout as rc
-from pytest_libero.benchmarks.robomemarena.options import SERVICE_CHECKOUT_ENV
+from pytest_libero.benchmarks.robomemarena.options import CAMERAS, SERVICE_CHECKOUT_ENV
 from pytest_libero.benchmarks.robosuite_log import drop_macro_file_notice
-from pytest_libero.core.contract import CAMERAS, TRACKS
+from pytest_libero.core.contract import TRACKS
 from pytest_libero.core.hashing import sha256_array, sha256_file
 from pytest_libero.errors import EnvironmentFault
 
