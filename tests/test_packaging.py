@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -80,8 +81,9 @@ def test_the_wheel_ships_every_tracked_file_of_the_package_under_its_import_path
 
 
 @pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv with the wheel installed (not editable), its requirements checked."""
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh virtualenv with the wheel installed (not editable), its requirements checked; removed
+    after the module (it holds about 2.4 GB: LIBERO's assets, MuJoCo, scipy...)."""
     path = tmp_path_factory.mktemp("wheel-venv") / "venv"
     done = run([sys.executable, "-m", "venv", str(path)], cwd=path.parent)
     assert done.returncode == 0, done.stderr
@@ -90,7 +92,8 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert done.returncode == 0, done.stderr[-3000:]
     done = run([str(path / "bin" / "python"), "-m", "pip", "check"], cwd=path.parent, env=user_env(path))
     assert done.returncode == 0, done.stdout + done.stderr
-    return path
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def user_env(venv: Path, path_first: Path | None = None) -> dict[str, str]:
