@@ -1,6 +1,13 @@
 """The pytest11 entry point: options, collection of cells, fixtures, and report plumbing.
 
 Imports nothing heavy: no simulator module is imported on collection or on the controller.
+
+Installed, this plugin loads in every pytest run of the environment, most of them someone else's.
+So it does nothing unless the run is a LIBERO run (options.is_libero_run): otherwise it only adds
+its options and markers. No run is built, so there is no header line, no GPU discovery (nvidia-smi),
+no pinning of CUDA_VISIBLE_DEVICES on the process or its xdist workers, no run folder, no
+terminal lines and no accounting or pytest-html plugin; a test that asks for `libero_cell` or
+`libero_run` (so every LIBERO case) errors at setup with NOT_A_LIBERO_RUN, which names the fix.
 """
 
 from __future__ import annotations
@@ -30,6 +37,14 @@ RESUMED_KEY = pytest.StashKey[frozenset[str]]()  # cells whose records a resumed
 RECORDED_KEY = pytest.StashKey[list[str]]()  # the options `--libero-resume RUN` alone took from run.json
 CLEANED_KEY = pytest.StashKey[str]()  # what a resumed run removed of a killed session's temporaries
 POLICY_KEY = pytest.StashKey[Any]()  # the policy built before the first item, until its fixture takes it
+
+NOT_A_LIBERO_RUN = ("not a LIBERO run: give a --libero-* option such as --libero-scope development, "
+                    "select cells with -m libero, or set libero = true in the pytest ini")
+
+
+def libero_run_of(config: pytest.Config) -> LiberoRun | None:
+    """The run's settings; None when this is not a LIBERO run (the plugin then stays out of the way)."""
+    return config.stash.get(RUN_KEY, None)
 
 
 class PolicyNotBuilt(Exception):
@@ -74,6 +89,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for adapter in benchmarks.adapters():  # a benchmark's own markers (RoboMemArena's memory types)
         for name, text in getattr(adapter, "marker_help", {}).items():
             config.addinivalue_line("markers", f"{name}: {text}")
+    if not is_libero_run(config):
+        return  # inert: see the module docstring
     run = config.stash[RUN_KEY] = build_run(config)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "libero_run_dir" in workerinput:
@@ -86,7 +103,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         # Before collection and before the policy fixture imports anything that grabs a GPU.
         configure_worker(config, workerinput)
-    if is_libero_run(config) and config.args_source != pytest.Config.ArgsSource.ARGS:
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
         # No paths given: run the bundled evaluation cases (this works the same in this
         # checkout and when pytest-libero is pip-installed into another project).
         spec = importlib.util.find_spec("pytest_libero.cases")
@@ -103,8 +120,10 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(HtmlReport(accounting), "libero-html")
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    run = config.stash[RUN_KEY]
+def pytest_report_header(config: pytest.Config) -> str | None:
+    run = libero_run_of(config)
+    if run is None:
+        return None
     p = run.protocol
     budget = (f"decisions D={p.max_policy_calls} K={p.replan_interval}" if p.budget == "decisions"
               else f"horizon (per-suite reference), K={p.replan_interval}")
@@ -120,9 +139,9 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "libero_cell" not in metafunc.fixturenames:
-        return
-    run = metafunc.config.stash[RUN_KEY]
+    run = libero_run_of(metafunc.config)
+    if "libero_cell" not in metafunc.fixturenames or run is None:
+        return  # not a LIBERO run: the libero_cell fixture errors the item, naming the fix
     markers = getattr(run.adapter, "markers", lambda cell: ())  # optional: a benchmark's own markers
     metafunc.parametrize(
         "libero_cell",
@@ -134,8 +153,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     cell = getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell")
-    if isinstance(cell, Cell):  # not pytest's placeholder of an empty parametrization
-        item.extra_keyword_matches.update(item.config.stash[RUN_KEY].adapter.keywords(cell))
+    run = libero_run_of(item.config)
+    if isinstance(cell, Cell) and run is not None:  # not pytest's placeholder of an empty parametrization
+        item.extra_keyword_matches.update(run.adapter.keywords(cell))
 
 
 def _configure_controller_run(config: pytest.Config, run: LiberoRun) -> None:
@@ -191,15 +211,25 @@ def pytest_runtest_makereport(
 @pytest.fixture(scope="session")
 def libero_run(pytestconfig: pytest.Config) -> LiberoRun:
     """The frozen run settings: protocol, selected cells, policy spec."""
-    return pytestconfig.stash[RUN_KEY]
+    run = libero_run_of(pytestconfig)
+    if run is None:
+        pytest.fail(NOT_A_LIBERO_RUN, pytrace=False)
+    return run
+
+
+@pytest.fixture
+def libero_cell() -> Cell:
+    """This item's cell. A LIBERO run parametrizes `libero_cell` directly (pytest_generate_tests),
+    which overrides this fixture: its body runs only outside a LIBERO run, to say so."""
+    pytest.fail(NOT_A_LIBERO_RUN, pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Before -k/-m deselect anything: a LIBERO run whose header selects cells but whose paths hold
     no LIBERO case fails with one line saying why (instead of `collected 0 items`)."""
-    run = config.stash[RUN_KEY]
-    if not run.cells or not is_libero_run(config) or hasattr(config, "workerinput"):
+    run = libero_run_of(config)
+    if run is None or not run.cells or hasattr(config, "workerinput"):
         return
     if any(isinstance(getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell"), Cell)
            for item in items):
@@ -213,8 +243,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Build and check the policy once, before any item runs (in each process that runs items; an
     xdist controller collects nothing). A policy that cannot be built stops the run: one line, exit 4."""
     config = session.config
-    if config.option.collectonly or POLICY_KEY in config.stash or hasattr(config, "workerinput"):
-        return  # an xdist worker builds it in the fixture: a usage error there would end the worker
+    if (libero_run_of(config) is None or config.option.collectonly or POLICY_KEY in config.stash
+            or hasattr(config, "workerinput")):
+        # Not a LIBERO run; or an xdist worker: it builds the policy in the fixture (a usage error
+        # here would end the worker).
+        return
     resumed = config.stash.get(RESUMED_KEY, frozenset())
     cells = [getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell") for item in session.items]
     if not any(isinstance(cell, Cell) and cell.id not in resumed for cell in cells):
@@ -259,12 +292,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """The xdist controller runs no item: it checks what it can without building the policy (the
     factory loads and takes the kwargs), so that a typo stops the run before any worker starts."""
     config = session.config
-    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession") or not is_libero_run(config):
+    run = libero_run_of(config)
+    if run is None or hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession"):
         return
     from pytest_libero.runtime.policies import build_failure_line, dry_check
 
-    spec = config.stash[RUN_KEY].policy
-    _add_policy_paths(config.stash[RUN_KEY])
+    spec = run.policy
+    _add_policy_paths(run)
     try:
         dry_check(spec)
     except Exception as exc:  # noqa: BLE001 - reported once, as a usage error
