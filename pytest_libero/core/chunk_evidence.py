@@ -35,6 +35,7 @@ import hashlib
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 HASH_HEX = 64  # characters of one sha256 digest in a concatenated column: hex (schema 2)
 HASH_B64 = 44  # ... and base64 (schema 3)
@@ -61,7 +62,7 @@ def _little_endian(dtype: np.dtype[Any]) -> np.dtype[Any]:
     return dtype.newbyteorder("<")
 
 
-def chunk_entry(policy_call: int, chunk: np.ndarray, returned_dtype: Any, returned_shape: tuple[int, ...],
+def chunk_entry(policy_call: int, chunk: NDArray[Any], returned_dtype: Any, returned_shape: tuple[int, ...],
                 executed: int) -> dict[str, Any]:
     """The engine's note of a valid chunk: `chunk` is the validated float64 (n, action size) array;
     `returned_dtype` and `returned_shape` are what the policy returned ((A,) or (n, A)); the
@@ -119,7 +120,7 @@ def observation_entries(observations: Any) -> list[dict[str, Any]]:
     return entries
 
 
-def _decode(b64: str, dtype: str, executed: int, policy_call: Any) -> np.ndarray:
+def _decode(b64: str, dtype: str, executed: int, policy_call: Any) -> NDArray[Any]:
     rows = np.frombuffer(base64.b64decode(b64, validate=True), dtype=_little_endian(np.dtype(dtype)))
     # The row width is the benchmark's action size: what the values divide into `executed` rows.
     if (executed == 0) != (rows.size == 0) or (executed and rows.size % executed):
@@ -128,7 +129,7 @@ def _decode(b64: str, dtype: str, executed: int, policy_call: Any) -> np.ndarray
     return rows.reshape(executed, -1 if executed else 0).astype(np.float64)
 
 
-def executed_actions(chunks: Any) -> np.ndarray:
+def executed_actions(chunks: Any) -> NDArray[Any]:
     """Every executed action of an episode, in order (float64, (controls, action size)): what a replay of the
     recorded run executes. `chunks` is a record's `chunks` of schema 2 or 3 (a block) or schema 1 (an
     array of entries), or the engine's entries (EpisodeResult.chunks)."""

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Final, Mapping
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pytest_libero.core.spec import BenchmarkSpec
 from pytest_libero.errors import ActionError, EnvironmentFault
@@ -82,17 +83,17 @@ class Observation:
     """
 
     language: str
-    images: Mapping[str, np.ndarray]
+    images: Mapping[str, NDArray[Any]]
     counters: Counters
-    state: np.ndarray | None = None
+    state: NDArray[Any] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The read-only mapping does not pickle; rebuild it (for policies in another process).
         return (_rebuild_observation, (self.language, dict(self.images), self.counters, self.state))
 
 
-def _rebuild_observation(language: str, images: dict[str, np.ndarray], counters: Counters,
-                         state: np.ndarray | None = None) -> Observation:
+def _rebuild_observation(language: str, images: dict[str, NDArray[Any]], counters: Counters,
+                         state: NDArray[Any] | None = None) -> Observation:
     for array in [*images.values(), *([state] if state is not None else [])]:
         array.setflags(write=False)
     return Observation(language, MappingProxyType(images), counters, state)
@@ -107,7 +108,7 @@ IMAGE_TRANSFORMS: Final = {
 }
 
 
-def transform_image(raw: Any, camera: str, spec: BenchmarkSpec) -> np.ndarray:
+def transform_image(raw: Any, camera: str, spec: BenchmarkSpec) -> NDArray[Any]:
     """Apply the spec's camera transform and check the result against its image shape."""
     array = np.asarray(raw)
     if array.dtype != np.uint8 or array.shape != spec.image_shape:
@@ -137,7 +138,7 @@ def check_image_convention(policy_name: str, profile: Any) -> None:
         "convert images inside the adapter and declare what it then receives, or fix the declaration.")
 
 
-def images_from_native(raw: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, np.ndarray]:
+def images_from_native(raw: Mapping[str, Any], spec: BenchmarkSpec) -> dict[str, NDArray[Any]]:
     """Keep only the spec's camera images of a native robosuite observation dict (`<camera>_image`).
 
     Everything else in `raw` (object and end-effector poses, proprioception, robot state) is
@@ -211,7 +212,7 @@ def chunk_rows(raw: Any) -> int | None:
     return None
 
 
-def validate_chunk(raw: Any, spec: BenchmarkSpec, max_rows: int = MAX_CHUNK_ROWS) -> np.ndarray:
+def validate_chunk(raw: Any, spec: BenchmarkSpec, max_rows: int = MAX_CHUNK_ROWS) -> NDArray[Any]:
     """Turn a policy's return value into a float64 (n, A) chunk of the spec's action size A, or raise ActionError.
 
     Accepted: an array-like of shape (A,) (a chunk of one) or (n, A) with 1 <= n <= `max_rows`,

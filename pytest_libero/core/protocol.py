@@ -87,7 +87,7 @@ class Protocol:
             assert self.max_policy_calls is not None
             return self.max_policy_calls * self.replan_interval
         if self.schedule is not None:
-            return _schedule(self.schedule).plan(suite).cap
+            return int(_schedule(self.schedule).plan(suite).cap)
         return self.spec.horizon(suite)[0]
 
     def cap_source(self, suite: str) -> str:

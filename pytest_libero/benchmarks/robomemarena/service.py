@@ -333,7 +333,7 @@ class ArenaEpisode:
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]:
         stages = self.stages
-        evidence = dict(self.private)
+        evidence: dict[str, Any] = dict(self.private)
         frame = None
         if final_frame:  # the last control was not rendered unless its observation was delivered
             frame = self.observation(dict(self.raw, **render_now(self.env.env, self.gate, CAMERA_OBSERVABLES)))
