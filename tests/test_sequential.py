@@ -92,7 +92,7 @@ def test_state_stops_after_eight_straight_wins_and_counts_errors_apart():
     with pytest.raises(SequentialError, match="stopped at cell 22 .B better.; next must not run"):
         state.update(True, False, "next")
     record = json.loads(json.dumps(state.record(), allow_nan=False))
-    assert record["decision"] == "B better" and record["cells"] == 22 and record["pairs"] == 15
+    assert (record["decision"], record["stopped_after"], record["pairs"], record["errored"]) == ("B better", 22, 15, 7)
     assert [s["pair"] for s in record["steps"][:3]] == ["both", "only B", "errored"]
     assert record["steps"][2]["log_e_b"] == record["steps"][1]["log_e_b"]  # an error changes nothing
     assert record["design"]["boundary_log_e"] == pytest.approx(math.log(40))

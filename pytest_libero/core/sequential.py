@@ -8,7 +8,14 @@ discordant. The effect is d = E[X] = P(only B) - P(only A), the difference of th
 "No difference" is McNemar's null: on every pair, given the pairs before it, only-B and only-A
 are equally likely.
 
-Rejecting "no difference" (why this test: see docs/schedules-and-compare.md). Two e-processes,
+Why this test rather than a tuned SPRT or STEP: it needs no guess of the discordance (which no
+one knows before B runs, and which fixes the chance p below for a given effect) and no maximum
+number of pairs or precomputed boundary table; it stays valid under any stopping rule a run adds
+(a cap, Ctrl-C, a resume); its statistics are closed forms of the counts, so the record reads
+the same in any order. Its price, a logarithmic regret against the best bet in hindsight, is
+measured in docs/schedules-and-compare.md (savings against fixed-n at equal power).
+
+Rejecting "no difference". Two e-processes,
 one per direction. E_B mixes, uniformly over the chance p in (1/2, 1] that a discordant pair
 favours B, the likelihood ratio of p against 1/2:
 
@@ -33,7 +40,7 @@ at least delta (or A is), the test stops for futility with probability at most b
 pairs are evidence here (a factor 1 + lambda delta each): many of them leave no room for a large
 difference. With i.i.d. pairs and no cap, E_B grows without bound whenever d > 0, so a
 difference of at least delta is found in the right direction with probability at least
-1 - beta - alpha/2: a design's power is 1 - beta. A cap on the pairs (the cells A ran) can end
+1 - beta - alpha/2 (`Design.for_power` sets beta = 1 - power). A cap on the pairs (the cells A ran) can end
 a comparison undecided, which lowers that power; `simulate` measures it.
 
 All four statistics are functions of the counts (k, m, concordant), so the vectorised
@@ -58,7 +65,6 @@ TEST_NAME = ("anytime-valid McNemar: uniform-mixture e-process per direction on 
              "(Ville's inequality), futility e-processes against |effect| >= delta")
 # The futility bets, as fractions of the largest bet 1/(1 - delta) that keeps every factor positive.
 FUTILITY_GRID = tuple((j + 0.5) / 10 for j in range(10))
-_LOG_TINY = math.log(np.finfo(float).tiny)
 
 
 class SequentialError(LiberoError):
@@ -66,6 +72,8 @@ class SequentialError(LiberoError):
 
 
 class Decision(str, Enum):
+    """Where a comparison stands after a cell; `undecided`: the cap came first."""
+
     CONTINUE = "continue"
     B_BETTER = "B better"
     A_BETTER = "A better"
@@ -239,8 +247,11 @@ class SequentialTest:
 
     def record(self) -> dict[str, Any]:
         """The whole comparison as plain data: the design, every step, the stopping point, the verdict."""
+        last = self.steps[-1] if self.steps else None
         return {"design": self.design.as_dict(), "decision": self.decision.value,
-                "cells": len(self.steps), "pairs": self.pairs, "statistic": self.statistic,
+                "stopped_after": len(self.steps) if self.decision is not Decision.CONTINUE else None,
+                "cells": len(self.steps), "pairs": self.pairs, "errored": last.errored if last else 0,
+                "statistic": self.statistic,
                 "steps": [step.as_dict() for step in self.steps]}
 
 
