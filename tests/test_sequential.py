@@ -277,3 +277,10 @@ def test_stratified_order_shuffles_within_and_across_tasks_and_refuses_duplicate
     assert stratified_order([], seed=1) == ()
     with pytest.raises(SequentialError, match="'t0-s00' is listed twice"):
         stratified_order([("t0-s00", "t0"), ("t0-s00", "t0")], seed=1)
+
+
+def test_power_command_shows_what_a_cap_costs(capsys):
+    assert main(["power", "--baseline", "0.6", "--effect", "0.1", "--discordance", "0.2", "--max-pairs", "5",
+                 "--runs", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "at most 5 pairs" in out and "undecided 100.0%" in out and "power 0.0%: none comparable" in out

@@ -256,9 +256,9 @@ class SequentialTest:
 
 
 def decide(design: Design, outcomes: NDArray[np.int8]) -> tuple[NDArray[np.int64], list[Decision]]:
-    """Where each row of paired outcomes (+1 only B, -1 only A, 0 concordant) stops, and how.
-
-    Rows that do not stop within their columns (and below the cap) are `continue`."""
+    """Where each row of paired outcomes (+1 only B, -1 only A, 0 concordant, any other value an
+    errored cell) stops, after how many cells, and how. Rows that do not stop within their
+    columns (and below the cap) are `continue`."""
     rows, width = outcomes.shape
     return _run(design, rows, lambda active, start, span: outcomes[active, start:start + span], width)
 
@@ -391,7 +391,7 @@ class Simulation:
 
     @property
     def p95_pairs(self) -> int:
-        return int(np.ceil(np.quantile(self.pairs, 0.95, method="higher")))
+        return int(np.quantile(self.pairs, 0.95, method="higher"))
 
 
 def simulate(design: Design, model: PairModel, runs: int = 2000, seed: int = 0,
@@ -450,6 +450,10 @@ def power_report(model: PairModel, power: float = 0.8, alpha: float = 0.05, min_
     found = simulate(design, model, runs, seed)
     null = simulate(design, PairModel(model.baseline, 0.0, model.discordance), runs, seed + 1)
     right = Decision.B_BETTER if model.effect > 0 else Decision.A_BETTER
+    reached = found.rate(right)
+    # Sizing fixed-n to a simulated power of 0 or 1 has no answer (0 pairs; infinitely many).
+    same_power = (f"{fixed_n_pairs(model, reached, design.alpha)} pairs" if 0.001 <= reached <= 0.999
+                  else "none comparable")
     joint = ", ".join(f"{name} {p:.3f}" for name, p in model.cells().items())
     cap = "no cap" if design.max_pairs is None else f"at most {design.max_pairs} pairs"
 
@@ -464,8 +468,7 @@ def power_report(model: PairModel, power: float = 0.8, alpha: float = 0.05, min_
         f"  alpha {design.alpha:g}, futility {design.futility:g} at |effect| >= {design.min_effect:g}, {cap}; "
         f"{runs} simulated comparisons, seed {seed}:",
         f"  effect {model.effect:+g}: mean {found.mean_pairs:.0f} pairs, 95th percentile {found.p95_pairs}; "
-        f"power {100 * found.rate(right):.1f}% ({verdicts(found)})",
+        f"power {100 * reached:.1f}% ({verdicts(found)})",
         f"  no difference: mean {null.mean_pairs:.0f} pairs, 95th percentile {null.p95_pairs}; {verdicts(null)}",
-        f"  fixed-n at the sequential test's power {100 * found.rate(right):.1f}%: "
-        f"{fixed_n_pairs(model, min(found.rate(right), 0.9999), design.alpha)} pairs",
+        f"  fixed-n at the sequential test's power {100 * reached:.1f}%: {same_power}",
     ])
