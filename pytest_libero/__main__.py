@@ -2,6 +2,8 @@
 `python -m pytest_libero merge OUT_DIR RUN_DIR...` builds one run from shard folders;
 `python -m pytest_libero compare RUN_A RUN_B` compares two runs episode by episode;
 `python -m pytest_libero schedule [NAME]` prints a full-mode schedule;
+`python -m pytest_libero power --baseline 0.6 --effect 0.1 --discordance 0.2` prints the pairs a
+paired comparison needs, fixed-n and sequential (pytest_libero.core.sequential);
 `python -m pytest_libero submit slurm|k8s ... -- <pytest options>` and `status RUN` run shards on a
 cluster (pytest_libero.results.cluster)."""
 
@@ -33,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"`-- {' '.join(pytest_args)}`: only `submit` takes pytest options after `--`")
     if args.command == "merge":
         return _merge(args.out_dir, args.run_dirs)
+    if args.command == "power":
+        return _power(args)
     if args.command in ("compare", "schedule"):
         return run_study_command(args)
     run_dir: Path = args.run_dir
@@ -82,6 +86,20 @@ def _merge(out_dir: Path, run_dirs: list[Path]) -> int:
     return 0 if not summary["unattempted"] else 3
 
 
+def _power(args: Any) -> int:
+    from pytest_libero.core import sequential
+    from pytest_libero.errors import OptionError
+
+    try:
+        model = sequential.PairModel(args.baseline, args.effect, args.discordance)
+        print(sequential.power_report(model, args.power, args.alpha, args.min_effect, args.max_pairs, args.runs,
+                                      args.seed))
+    except OptionError as exc:
+        print(f"python -m pytest_libero power: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def add_study_commands(commands: Any) -> None:
     compare = commands.add_parser("compare", help="paired comparison of two runs of the same protocol identity")
     compare.add_argument("run_a", type=Path, help="run folder A (reports/<profile>/<run-id>)")
@@ -89,6 +107,18 @@ def add_study_commands(commands: Any) -> None:
     compare.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the comparison as JSON")
     schedule = commands.add_parser("schedule", help="print a full-mode schedule, suite by suite")
     schedule.add_argument("name", nargs="?", default=None, help="schedule name; omit to list them")
+    power = commands.add_parser("power", help="pairs a paired comparison needs: fixed-n and sequential")
+    power.add_argument("--baseline", type=float, required=True, help="A's success rate")
+    power.add_argument("--effect", type=float, required=True, help="B's rate - A's rate")
+    power.add_argument("--discordance", type=float, required=True,
+                       help="share of pairs in which exactly one of A and B succeeds")
+    power.add_argument("--alpha", type=float, default=0.05, help="false-positive rate (0.05)")
+    power.add_argument("--power", type=float, default=0.8, help="power wanted (0.8)")
+    power.add_argument("--min-effect", type=float, default=None, help="sequential: smallest effect worth finding "
+                       "(|effect|)")
+    power.add_argument("--max-pairs", type=int, default=None, help="sequential: cells available (no cap)")
+    power.add_argument("--runs", type=int, default=2000, help="simulated sequential comparisons")
+    power.add_argument("--seed", type=int, default=0, help="seed of the simulation")
 
 
 def run_study_command(args: Any) -> int:
