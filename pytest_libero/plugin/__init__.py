@@ -129,7 +129,9 @@ def pytest_report_header(config: pytest.Config) -> str | None:
               else f"horizon (per-suite reference), K={p.replan_interval}")
     shard = f" (shard {run.shard.index}/{run.shard.count} from {run.shard.source})" if run.shard else ""
     mode = f", {p.describe_schedule()}" if p.schedule is not None else ""
-    bench = f"benchmark {run.benchmark}, " if run.benchmark != "libero" else ""
+    from pytest_libero import benchmarks
+
+    bench = f"benchmark {run.benchmark}, " if run.benchmark != benchmarks.DEFAULT else ""  # only another is named
     options = "".join(f", {name} {value}" for name, value in p.benchmark_options)  # the adapter's protocol options
     recorded = config.stash.get(RECORDED_KEY, [])
     resumed = f"libero: resuming {run.resume} with its recorded options: {' '.join(recorded)}\n" if recorded else ""
