@@ -333,6 +333,22 @@ def small_record():
     return json.loads(json.dumps(_episode_record(RandomChunks(8), protocol)[1]))
 
 
+@pytest.mark.parametrize("benchmark", ["libero", "libero_plus", "robomemarena"])
+def test_every_benchmarks_protocol_settings_make_a_valid_record(small_record, benchmark):
+    """The protocol settings are the benchmark's spec's: one without reference horizons (RoboMemArena is
+    capped by its own control_cap) writes none, and its records must still read (they once did not)."""
+    from pytest_libero import benchmarks
+    from pytest_libero.core.protocol import Protocol
+    from pytest_libero.results.validation import is_valid_record, record_problem
+
+    protocol = Protocol(spec=benchmarks.get(benchmark).spec, scope="test", budget="decisions", replan_interval=5,
+                        max_policy_calls=3)
+    record = json.loads(json.dumps(small_record))
+    record["identities"]["protocol"] = {"identity": protocol.identity, "settings": protocol.as_dict()}
+    assert ("horizons" in protocol.as_dict()) == (benchmark != "robomemarena")
+    assert record_problem(record) is None and is_valid_record(record)
+
+
 def test_schema_1_records_still_read_by_report_merge_resume_and_the_action_reader(tmp_path, small_record):
     from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
     from pytest_libero.core.protocol import Protocol
