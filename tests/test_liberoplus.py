@@ -335,18 +335,16 @@ def test_the_asset_link_is_one_symlink_replaced_atomically_and_never_over_a_real
 
 # -- results ----------------------------------------------------------------------------------
 
-def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tmp_path, synthetic_file):
+def _rebuilt_run(tmp_path, synthetic_file, cells, outcomes):
+    """A run folder of placeholder records with these outcomes (a not_run one missing its assets),
+    rebuilt: its summary and folder."""
     from pytest_libero.results.records import RunDir, placeholder_record, write_record
     from pytest_libero.results.summary import rebuild
 
     context = PlusSettings(classification=str(synthetic_file), assets=None)
     run = RunDir(tmp_path / "run")
     protocol = Protocol(spec=PLUS_ADAPTER.spec, scope="default", budget="horizon", replan_interval=5,
-                        max_policy_calls=None,
-                        benchmark_options=(("clean_instructions", False),))
-    # libero_goal variants 1-14: categories cycle over the 7, so each category gets 2.
-    cells = [lp.variant_id("libero_goal", i) for i in range(14)]
-    outcomes = ["success", "failure"] * 6 + ["not_run", "env_error"]
+                        max_policy_calls=None, benchmark_options=(("clean_instructions", False),))
     for cell, outcome in zip(cells, outcomes, strict=True):
         record = placeholder_record(cell, outcome, outcome, adapter=PLUS, context=context,
                                     protocol=protocol.as_dict(), identity=protocol.identity, worker="main",
@@ -358,7 +356,14 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
                                                      "missing": ["scenes/lights/x.xml"]}
         write_record(run, record)
     (run.path / "selection.json").write_text(json.dumps({"schema_version": 1, "cells": cells}))
-    summary = rebuild(run.path, PLUS)
+    return rebuild(run.path, PLUS), run.path
+
+
+def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tmp_path, synthetic_file):
+    # libero_goal variants 1-14: categories cycle over the 7, so each category gets 2.
+    cells = [lp.variant_id("libero_goal", i) for i in range(14)]
+    outcomes = ["success", "failure"] * 6 + ["not_run", "env_error"]
+    summary, folder = _rebuilt_run(tmp_path, synthetic_file, cells, outcomes)
     plus = summary["libero_plus"]
     assert plus["overall"]["selected"] == 14 and plus["overall"]["passed"] == 6 and plus["overall"]["failed"] == 6
     assert plus["skipped_for_assets"]["count"] == 1
@@ -368,7 +373,7 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
     assert first["passed"] == 1 and first["success_rate_errors_excluded"]["ci95"][0] > 0
     assert set(plus["by_category"]) == set(lp.CATEGORIES)
     assert plus["by_category"]["Camera Viewpoints"]["selected"] == 2
-    page = (run.path / "report.html").read_text()
+    page = (folder / "report.html").read_text()
     assert "LIBERO-plus: suite x category x difficulty" in page
     assert re.search(r"category Objects Layout</b></td><td>2</td>", page)
     assert "1 skipped for missing assets" in page
@@ -377,25 +382,10 @@ def test_summary_and_html_report_suite_x_category_x_difficulty_with_intervals(tm
 def test_summary_has_one_suites_row_per_suite_equal_to_the_blocks_by_suite(tmp_path, synthetic_file):
     """summary.json's generic `suites` come from each record's cell.suite, whatever the id grammar
     (`libero_plus-libero_goal-v00001` has no `suite-` prefix), so any reader of summary.json sees them."""
-    from pytest_libero.results.records import RunDir, placeholder_record, write_record
-    from pytest_libero.results.summary import rebuild
-
-    context = PlusSettings(classification=str(synthetic_file), assets=None)
-    run = RunDir(tmp_path / "run")
-    protocol = Protocol(spec=PLUS_ADAPTER.spec, scope="default", budget="horizon", replan_interval=5,
-                        max_policy_calls=None, benchmark_options=(("clean_instructions", False),))
     cells = [lp.variant_id(suite, i)
              for suite, count in (("libero_goal", 5), ("libero_spatial", 3)) for i in range(count)]
     outcomes = ["success", "failure", "env_error", "success", "failure", "success", "success", "failure"]
-    for cell, outcome in zip(cells, outcomes, strict=True):
-        record = placeholder_record(cell, outcome, outcome, adapter=PLUS, context=context,
-                                    protocol=protocol.as_dict(), identity=protocol.identity, worker="main",
-                                    policy_profile={"spec": {"name": "zero", "kwargs": {}}})
-        if outcome == "failure":
-            record["outcome"]["termination"] = "truncation"
-        write_record(run, record)
-    (run.path / "selection.json").write_text(json.dumps({"schema_version": 1, "cells": cells}))
-    summary = rebuild(run.path, PLUS)
+    summary, _ = _rebuilt_run(tmp_path, synthetic_file, cells, outcomes)
     assert list(summary["suites"]) == ["libero_spatial", "libero_goal"]  # the catalog's order
     assert summary["suites"] == summary["libero_plus"]["by_suite"]
     assert summary["suites"]["libero_goal"]["selected"] == 5 and summary["suites"]["libero_goal"]["errored"] == 1
