@@ -90,6 +90,13 @@ def test_a_difference_stops_early_and_the_rest_is_not_run_with_the_reason(stoppe
     assert summary["overall"]["unattempted"] == CELLS - 16
 
 
+def test_the_items_are_collected_in_the_order_and_the_header_says_so(env, run_a, stopped, tmp_path):
+    result = pytest_run(tmp_path, env, "--collect-only", *TOY, *POLICIES["push"], "--libero-against", str(run_a))
+    assert f"libero: against {run_a}: 24 cells in order (seed 27), sequential test, stop decided" in result.stdout
+    collected = [line.split("[")[1].split("]")[0] for line in result.stdout.splitlines() if "[toy_" in line]
+    assert collected[:16] == [step["cell"] for step in sequential(stopped[1])["steps"]] and len(collected) == CELLS
+
+
 def test_the_verdict_is_the_same_under_xdist(env, run_a, stopped, tmp_path):
     result, folder = run(tmp_path, env, "-n", "2", *TOY, *POLICIES["push"], "--libero-against", str(run_a))
     assert folder is not None and result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr

@@ -141,6 +141,10 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     recorded = config.stash.get(RECORDED_KEY, [])
     resumed = f"libero: resuming {run.resume} with its recorded options: {' '.join(recorded)}\n" if recorded else ""
     resumed += config.stash.get(CLEANED_KEY, "")
+    if run.comparison is not None:
+        c = run.comparison.settings
+        resumed += (f"libero: against {c.against}: {len(run.cells)} cells in order (seed {c.order_seed}), sequential "
+                    f"test, stop {c.stop}, alpha {c.alpha:g}, power {c.power:g}, min effect {c.min_effect:g}\n")
     return (f"{resumed}libero: {bench}scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
             f"budget {budget}, track {p.track}{mode}{options}, protocol {p.identity}")
 
