@@ -132,7 +132,7 @@ def test_compare_applies_the_sequential_analysis_to_a_stopped_comparison(stopped
     assert result["analysis"] == "sequential" and result["sequential"] == sequential(stopped[1])
     # Two ordinary runs: the fixed-n analysis, as before.
     fixed = cli(env, "compare", str(run_a), str(run_a))
-    assert fixed.returncode == 0 and "McNemar" in fixed.stdout and "analysis: sequential" not in fixed.stdout
+    assert fixed.returncode == 0 and "analysis: fixed-n" in fixed.stdout and "analysis: sequential" not in fixed.stdout
 
 
 def test_the_same_policy_is_futile_and_stop_never_runs_every_cell(env, run_a, tmp_path):
@@ -148,24 +148,32 @@ def test_the_same_policy_is_futile_and_stop_never_runs_every_cell(env, run_a, tm
     assert {r["outcome"]["outcome"] for r in records(folder).values()} == {"failure"}  # all 24 ran
 
 
+# Usage errors need no episode: in-process collection under LIBERO (the default benchmark).
 @pytest.mark.parametrize(("args", "message"), [
     (["--libero-alpha", "1.5"], "--libero-alpha 1.5: must be strictly between 0 and 1"),
+    (["--libero-power", "1"], "--libero-power 1.0: must be strictly between 0 and 1"),
     (["--libero-min-effect", "0"], "--libero-min-effect 0.0: a difference of success rates strictly between"),
-    (["--libero-toy-colour", "blue"], "benchmark_options.colour: 'red' in RUN_A, 'blue' in this run"),
     (["--libero-shard", "1/2"], "--libero-against with --libero-shard"),
+    ([], "its protocol identity sha256:0000000000000000 differs from this run's"),
+    ([], "budget: 'decisions' in RUN_A, 'horizon' in this run"),
 ])
-def test_bad_comparisons_are_usage_errors_before_any_episode(env, run_a, tmp_path, args, message):
-    result, folder = run(tmp_path, env, *TOY, *POLICIES["push"], "--libero-against", str(run_a), *args)
-    assert result.returncode == pytest.ExitCode.USAGE_ERROR and message in result.stderr, result.stderr
-    assert folder is None
+def test_bad_comparisons_are_usage_errors_before_any_episode(pytester, args, message):
+    run_a = pytester.path / "run_a"
+    run_a.mkdir()
+    (run_a / "run.json").write_text(json.dumps({"protocol": {"identity": "sha256:0000000000000000",
+                                                             "settings": {"budget": "decisions"}}}))
+    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", "--libero-scope", "development",
+                                "--libero-against", str(run_a), *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and message in "\n".join(result.errlines), result.errlines
 
 
-def test_options_without_a_run_a_are_usage_errors(env, tmp_path):
-    result, _ = run(tmp_path, env, *TOY, *POLICIES["push"], "--libero-power", "0.9")
-    assert result.returncode == pytest.ExitCode.USAGE_ERROR
-    assert "--libero-power applies only with --libero-against RUN_A" in result.stderr
-    result, _ = run(tmp_path, env, *TOY, *POLICIES["push"], "--libero-against", str(tmp_path / "nothing"))
-    assert result.returncode == pytest.ExitCode.USAGE_ERROR and "is not a pytest-libero run folder" in result.stderr
+@pytest.mark.parametrize(("args", "message"), [
+    (["--libero-power", "0.9"], "--libero-power applies only with --libero-against RUN_A"),
+    (["--libero-against", "nothing"], "nothing is not a pytest-libero run folder (no run.json or episodes/)"),
+])
+def test_options_without_a_run_a_are_usage_errors(pytester, args, message):
+    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", "--libero-scope", "development", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and message in "\n".join(result.errlines), result.errlines
 
 
 def test_resume_continues_the_same_sequence_without_running_a_pair_twice(env, run_a, stopped, tmp_path):
@@ -184,3 +192,19 @@ def test_resume_continues_the_same_sequence_without_running_a_pair_twice(env, ru
     assert again.returncode == pytest.ExitCode.TESTS_FAILED, again.stdout + again.stderr
     assert f"{CELLS - 16} skipped" in again.stdout and records(folder) == kept
     assert not (folder / "attempts").exists()
+
+
+def test_pairs_are_consumed_strictly_in_order_and_errored_ones_are_never_discordant():
+    from pytest_libero.results.sequential import Against, Settings
+
+    order = [f"c{i}" for i in range(12)]
+    against = Against.build(Settings("/a", "a", "sha256:x"), order, {c: c[-1] for c in order},
+                            {c: {"outcome": {"outcome": "failure"}} for c in order})
+    b = {c: "success" for c in against.order[1:]}  # every pair but the first one in order is complete
+    assert against.advance(against.start(), b).steps == ()  # they wait for it
+    b[against.order[0]] = "env_error"
+    test = against.advance(against.start(), b)
+    assert [s.kind for s in test.steps[:2]] == ["errored", "only B"] and test.steps[-1].errored == 1
+    assert test.steps[-1].b_only == len(test.steps) - 1  # the errored pair counted apart, never as only B
+    block = against.block({**b, against.order[0]: "not_run"})
+    assert block["cells"] == 0 and block["waiting_for"] == against.order[0]

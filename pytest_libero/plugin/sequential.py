@@ -71,6 +71,10 @@ def prepare(config: pytest.Config, protocol: Any, cells: tuple[Cell, ...], adapt
             raise OptionError(f"{given[0]} applies only with --libero-against RUN_A (a finished run to compare with)")
         _refuse_a_comparison_resumed_without(resume)
         return None, cells
+    values = dict(stop=opt("libero_stop") or "decided", alpha=_given(opt("libero_alpha"), 0.05),
+                  min_effect=_given(opt("libero_min_effect"), 0.1), power=_given(opt("libero_power"), 0.8),
+                  order_seed=_given(opt("libero_order_seed"), DEFAULT_ORDER_SEED))
+    Settings("", None, "", **values)  # a bad value is refused before run A is read
     if shard is not None:
         raise OptionError("--libero-against with --libero-shard: a sequential comparison runs its pairs in one "
                           "order and cannot be split; run it unsharded (-n N runs it on several workers)")
@@ -88,12 +92,10 @@ def prepare(config: pytest.Config, protocol: Any, cells: tuple[Cell, ...], adapt
     if differences is not None:
         raise OptionError(
             f"--libero-against {against}: its protocol identity {protocol_a.get('identity')} differs from this "
-            f"run's {protocol.identity}, so its episodes do not pair with this run's ({'; '.join(differences[:8])}). "
+            f"run's {protocol.identity}, so its episodes do not pair with this run's ({'; '.join(differences[:8])}"
+            f"{f'; and {len(differences) - 8} more' if len(differences) > 8 else ''}). "
             "Give the protocol options RUN_A ran with (its run.json's command_line)")
-    settings = Settings(str(run_a), manifest_a.get("run_id"), str(protocol.identity),
-                        opt("libero_stop") or "decided", _given(opt("libero_alpha"), 0.05),
-                        _given(opt("libero_min_effect"), 0.1), _given(opt("libero_power"), 0.8),
-                        _given(opt("libero_order_seed"), DEFAULT_ORDER_SEED))
+    settings = Settings(str(run_a), manifest_a.get("run_id"), str(protocol.identity), **values)
     _check_resumed(resume, settings)
     from pytest_libero.results.summary import load_against
 

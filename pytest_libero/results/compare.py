@@ -184,7 +184,7 @@ def render(result: dict[str, Any]) -> str:
              "A %, B %: success rates; B-A pp: their difference in percentage points, with Newcombe's 95% CI",
              f"protocol {result['protocol_identity']} (identical); {result['overall']['pairs']} paired episodes, "
              f"{len(result['unpaired_cells'])} cell(s) unpaired (missing, errored or unattempted in either run)",
-             "", head]
+             "analysis: fixed-n (McNemar's exact test and Newcombe's interval over every paired cell)", "", head]
 
     def row(name: str, r: dict[str, Any]) -> str:
         low, high = r["ci95"]
