@@ -99,7 +99,7 @@ def prepare(config: pytest.Config, protocol: Any, cells: tuple[Cell, ...], adapt
     _check_resumed(resume, settings)
     from pytest_libero.results.summary import load_against
 
-    side_a = load_against(settings.as_dict(), adapter)
+    side_a = load_against(settings.as_dict(), adapter, records_a)
     by_id = {cell.id: cell for cell in cells}
     missing = [cell for cell in side_a.order if cell not in by_id]
     if not side_a.order or missing:

@@ -176,12 +176,15 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
     return summary
 
 
-def load_against(comparison: Mapping[str, Any], adapter: BenchmarkAdapter) -> Against:
+def load_against(comparison: Mapping[str, Any], adapter: BenchmarkAdapter,
+                 records_a: dict[str, dict[str, Any]] | None = None) -> Against:
     """Run A's side of a comparison (run.json's "comparison"): its cells in their fixed order, and
     its outcomes. A's cells are its selection (its records when selection.json is missing); their
-    tasks are the adapter's task labels of A's records."""
+    tasks are the adapter's task labels of A's records (`records_a`, when the caller holds them)."""
     settings = Settings.from_dict(comparison)
-    _, selection, records_a, _ = load_run(Path(settings.against))
+    selection = load_selection(Path(settings.against))
+    if records_a is None:
+        records_a = read_records(Path(settings.against))[0]
     cells = selection or list(records_a)
     return Against.build(settings, cells, {c: task_of(c, records_a.get(c), adapter) for c in cells}, records_a)
 
