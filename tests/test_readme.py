@@ -106,6 +106,10 @@ def test_each_pytest_line_collects_what_its_header_says(pytester, command, reque
     assert args is not None
     args = [a for a in args if a not in ("--collect-only", "-q")]
     result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", *args)
+    if "--libero-against" in args:  # its RUN_A must be a finished run (tests/test_sequential_runs.py runs one)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, (command, result.errlines)
+        assert "is not a pytest-libero run folder" in "\n".join(result.errlines), result.errlines
+        return
     assert result.ret == pytest.ExitCode.OK, (command, result.errlines)
     header = "\n".join(result.outlines + result.errlines)
     cells = int(re.search(r"libero: .*?(\d+) cell\(s\)", header).group(1))

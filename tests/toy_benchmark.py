@@ -8,6 +8,8 @@ generic code reads for every check, so LIBERO's built-in policies are refused he
 brings its own (ToyPolicy, a `path/to/file.py:factory` policy). The service side has no
 simulator: blank images, and an episode succeeds when the policy's action x-component is
 positive from control SUCCESS_AFTER on (task n1 of each suite) or never (task n2). Deterministic.
+`--libero-toy-inits N` gives every task N init states (ids `toy_red-n1`, `toy_red-n1-i1`, ...), enough
+cells for a sequential comparison to decide before the end (tests/test_sequential_runs.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ TASKS = {"toy_red": ("stack the red cubes", "hide the red cube"),
          "toy_blue": ("stack the blue cubes", "hide the blue cube")}
 COLOURS = ("red", "blue", "green")
 SUCCESS_AFTER = 3  # success needs a positive x-component at or after this control (task n1 only)
-_ID = re.compile(r"(?P<suite>toy_(?:red|blue))-n(?P<task>[1-9])")
+_ID = re.compile(r"(?P<suite>toy_(?:red|blue))-n(?P<task>[1-9])(?:-i(?P<init>[1-9][0-9]*))?")
 SPEC = BenchmarkSpec(name=NAME, cameras=("overhead",), image_shape=(48, 64, 3), camera_transform="image",
                      action_size=4, action_low=-1.0, action_high=1.0, settle_action=(0.0, 0.0, 0.0, 0.0),
                      horizons=(("toy_red", 12, "the toy's own cap"), ("toy_blue", 12, "the toy's own cap")))
@@ -40,18 +42,18 @@ SPEC = BenchmarkSpec(name=NAME, cameras=("overhead",), image_shape=(48, 64, 3), 
 
 @dataclass(frozen=True, slots=True)
 class ToyCell(Cell):
-    """A toy cell: `<suite>-n<task number from 1>`."""
+    """A toy cell: `<suite>-n<task number from 1>`, with `-i<init>` for init states after the first."""
 
     @property
     def id(self) -> str:
-        return f"{self.suite}-n{self.task_index + 1}"
+        return f"{self.suite}-n{self.task_index + 1}" + (f"-i{self.init_index}" if self.init_index else "")
 
 
-def parse(text: str) -> tuple[str, int] | None:
+def parse(text: str) -> tuple[str, int, int] | None:
     found = _ID.fullmatch(bracketed(text))
     if found is None or int(found.group("task")) > len(TASKS[found.group("suite")]):
         return None
-    return found.group("suite"), int(found.group("task")) - 1
+    return found.group("suite"), int(found.group("task")) - 1, int(found.group("init") or 0)
 
 
 def _hash(text: str) -> str:
@@ -67,15 +69,22 @@ class ToyAdapter:
 
     def options(self) -> Sequence[OptionSpec]:
         return (OptionSpec(("--libero-toy-colour",), dict(dest="libero_toy_colour", default=None, choices=COLOURS,
-                                                           help="The toy's colour (part of the protocol)")),)
+                                                           help="The toy's colour (part of the protocol)")),
+                OptionSpec(("--libero-toy-inits",), dict(dest="libero_toy_inits", type=int, default=1,
+                                                          help="Init states per toy task (part of the protocol)")))
 
     def select(self, settings: Mapping[str, Any]) -> Selection:
         suite = settings.get("libero_suite")
         if suite is not None and suite not in SUITES:
             raise OptionError(f"--libero-suite {suite}: the toy benchmark has suites {', '.join(SUITES)}")
-        cells = tuple(ToyCell(s, i) for s in SUITES if suite in (None, s) for i in range(len(TASKS[s])))
+        inits = settings.get("libero_toy_inits") or 1
+        if inits < 1:
+            raise OptionError(f"--libero-toy-inits {inits}: must be at least 1")
+        cells = tuple(ToyCell(s, i, n) for s in SUITES if suite in (None, s) for i in range(len(TASKS[s]))
+                      for n in range(inits))
         colour = settings.get("libero_toy_colour") or "red"
-        return Selection(cells, {"benchmark_options": (("colour", colour),)}, {"colour": colour})
+        options = (("colour", colour),) + ((("inits", inits),) if inits > 1 else ())
+        return Selection(cells, {"benchmark_options": options}, {"colour": colour})
 
     def cell_id(self, text: str) -> str | None:
         parsed = parse(text)
@@ -92,11 +101,11 @@ class ToyAdapter:
         parsed = parse(cell_id)
         if parsed is None:
             raise ValueError(f"{cell_id!r} is not a toy cell id (toy_<colour>-nN)")
-        suite, index = parsed
+        suite, index, init = parsed
         colour = dict(settings.get("benchmark_options") or {}).get("colour") or (context or {}).get("colour")
-        cell = ToyCell(suite, index)
+        cell = ToyCell(suite, index, init)
         return {"id": cell.id, "suite": suite, "task_index": index, "task_name": TASKS[suite][index].replace(" ", "_"),
-                "language": TASKS[suite][index], "init_index": 0, "task_order_index": 0, "seed": cell.seed,
+                "language": TASKS[suite][index], "init_index": init, "task_order_index": 0, "seed": cell.seed,
                 "benchmark": {"name": NAME, "colour": colour}}
 
     def record_fields(self, record: dict[str, Any], evidence: Mapping[str, Any]) -> None:
@@ -115,7 +124,7 @@ class ToyAdapter:
         toy = [c for c in cells if parse(c) is not None]
         if not toy:
             return {}
-        by_task = {f"n{n}": group([c for c in toy if c.endswith(f"-n{n}")]) for n in (1, 2)}
+        by_task = {f"n{n}": group([c for c in toy if (parse(c) or ("", -1, 0))[1] == n - 1]) for n in (1, 2)}
         return {"toy": {"benchmark": NAME, "by_task_number": by_task, "overall": group(toy)}}
 
     def html_block(self, summary: Mapping[str, Any]) -> str:

@@ -114,6 +114,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
         accounting = Accounting(config, config.stash[RUN_DIR_KEY], run, config.stash[RESUMED_KEY])
         config.pluginmanager.register(accounting, "libero-accounting")
+        if run.comparison is not None and not config.option.collectonly:
+            from pytest_libero.plugin.sequential import SequentialStop
+
+            config.pluginmanager.register(SequentialStop(config, run, config.stash[RUN_DIR_KEY].path,
+                                                         config.stash[RESUMED_KEY]), "libero-sequential")
         if config.pluginmanager.hasplugin("html"):
             from pytest_libero.plugin.html_report import HtmlReport
 
@@ -136,6 +141,10 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     recorded = config.stash.get(RECORDED_KEY, [])
     resumed = f"libero: resuming {run.resume} with its recorded options: {' '.join(recorded)}\n" if recorded else ""
     resumed += config.stash.get(CLEANED_KEY, "")
+    if run.comparison is not None:
+        c = run.comparison.settings
+        resumed += (f"libero: against {c.against}: {len(run.cells)} cells in order (seed {c.order_seed}), sequential "
+                    f"test, stop {c.stop}, alpha {c.alpha:g}, power {c.power:g}, min effect {c.min_effect:g}\n")
     return (f"{resumed}libero: {bench}scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
             f"budget {budget}, track {p.track}{mode}{options}, protocol {p.identity}")
 
@@ -403,6 +412,15 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
 
     if libero_cell.id in request.config.stash.get(RESUMED_KEY, frozenset()):
         return _resumed_episode(request, libero_cell)
+    if libero_run.comparison is not None:
+        from pytest_libero.results.sequential import read_stop
+
+        stopped = read_stop(request.config.stash[RUN_DIR_KEY].path)
+        # The comparison decided while this item waited (or a resume's kept prefix decides): it never
+        # runs, and the controller records it not_run with the reason. Skipping, not stopping, lets the
+        # kept cells still queued report their records.
+        if stopped is not None:
+            pytest.skip(stopped)
     # Requested here, not as parameters, so that a run of resumed cells builds nothing.
     libero_policy = request.getfixturevalue("libero_policy")
     libero_service = request.getfixturevalue("libero_service")

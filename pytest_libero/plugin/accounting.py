@@ -51,6 +51,8 @@ class Accounting:
                                 run.protocol.identity, run.policy.as_dict(), list(sys.argv),
                                 source=run.adapter.source, gpus=gpus.nvidia_smi_descriptions())
         selection: dict[str, Any] = {"schema_version": 1, "cells": [self._cell(n) for n in self.selected]}
+        if run.comparison is not None:  # --libero-against: what resume, report and compare need
+            manifest["comparison"] = run.comparison.settings.as_dict()
         if run.resume is not None:
             from pytest_libero.results.resume import previous_sessions
 
@@ -145,8 +147,10 @@ class Accounting:
         """Write the missing records and the derived files once; None when nothing was selected."""
         if self._summary is not None or not self.selected or self.config.option.collectonly:
             return self._summary
+        from pytest_libero.results.sequential import read_stop
         from pytest_libero.results.summary import rebuild
 
+        decided = read_stop(self.run_dir.path) if self.run.comparison is not None else None
         for nodeid in self.selected:
             cell = self._cell(nodeid)
             if self.run_dir.record_path(cell).exists():
@@ -157,7 +161,7 @@ class Accounting:
                 self._write_placeholder(cell, Outcome.ENV_ERROR, self.unrecorded_errors[nodeid], "main")
             elif self.status.get(nodeid) in (None, "unattempted"):
                 why = (f"never ran: the run stopped when {next(iter(self.not_built.values()))}" if self.not_built
-                       else "never ran (-x, interrupt, skip or lost worker)")
+                       else decided or "never ran (-x, interrupt, skip or lost worker)")
                 self._write_placeholder(cell, Outcome.NOT_RUN, why, "main")
         summary = rebuild(self.run_dir.path, self.run.adapter)
         self._summary = (summary, (self.run_dir.path / "success_rates.png").read_bytes())
@@ -176,8 +180,20 @@ class Accounting:
             line = next(iter(self.not_built.values()))
             sys.stderr.write(f"ERROR: {line}\n")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        elif self._stopped_when_decided():
+            # A comparison that decided is done, not interrupted: its status is that of what it ran.
+            c = self.counts()
+            failed = c["failed"] or c["errored"]
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK
         elif self.counts()["unattempted"] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def _stopped_when_decided(self) -> bool:
+        if self.run.comparison is None:
+            return False
+        from pytest_libero.results.sequential import read_stop
+
+        return read_stop(self.run_dir.path) is not None
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.config.option.collectonly or not (self.selected or self.status):
@@ -209,6 +225,10 @@ class Accounting:
             summary = self._summary[0]
             for line in schedule_lines(summary) + rate_lines(summary) + self.run.adapter.terminal_lines(summary):
                 tr.write_line(line)
+            from pytest_libero.results.sequential import lines as sequential_lines
+
+            for line in sequential_lines(summary):
+                tr.write_line(line, bold=True)
 
             for line in throughput_lines(self._summary[0].get("throughput") or {}):
                 tr.write_line(line)

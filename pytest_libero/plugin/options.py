@@ -127,6 +127,9 @@ def addoptions(parser: pytest.Parser) -> None:
                     help=f"Deadline for each bench service reply (default {DEFAULT_TIMEOUT_S:g})")
     add_scale_out_options(group)
     add_full_mode_options(group)
+    from pytest_libero.plugin.sequential import add_options as add_comparison_options
+
+    add_comparison_options(group)
     add_benchmark_options(group)
 
 
@@ -235,6 +238,7 @@ class LiberoRun:
     all_cells: tuple[Cell, ...] = ()  # the selection before sharding (cells when not sharded)
     adapter: BenchmarkAdapter = dataclasses_field(default_factory=benchmarks.get)  # the benchmark
     context: Any = None  # the adapter's own run settings (its Selection's context)
+    comparison: Any = None  # --libero-against: run A's side (results.sequential.Against); cells in its order
 
     @property
     def benchmark(self) -> str:
@@ -297,14 +301,20 @@ def build_run(config: pytest.Config) -> LiberoRun:
         shard = resolve_shard(opt("libero_shard"), opt("libero_shard_count"), os.environ)
     if opt("libero_resume_keep_errors") and opt("libero_resume") is None:
         raise pytest.UsageError("--libero-resume-keep-errors applies only with --libero-resume RUN_DIR")
+    from pytest_libero.plugin.sequential import prepare
+
+    with usage_errors():
+        comparison, cells = prepare(config, protocol, cells, adapter, shard, opt("libero_resume"))
+    # A comparison's errored pairs were counted: a resume keeps them, so no pair runs twice.
+    keep_errors = opt("libero_resume_keep_errors") or comparison is not None
     return LiberoRun(protocol=protocol, cells=shard.select(cells) if shard else cells, policy=spec,
                      allow_source_mismatch=opt("libero_allow_source_mismatch"), service_timeout_s=timeout,
                      output_root=opt("libero_output"), video=opt("libero_video"),
                      video_rate=opt("libero_video_rate"), reuse_env=opt("libero_env_reuse") == "on",
                      isolation=opt("libero_policy_isolation"), policy_timeout_s=policy_timeout,
                      gpus=opt("libero_gpus"), episode_timeout_s=episode_timeout, resume=opt("libero_resume"),
-                     resume_keep_errors=opt("libero_resume_keep_errors"), shard=shard, all_cells=cells,
-                     adapter=adapter, context=selection.context)
+                     resume_keep_errors=keep_errors, shard=shard, all_cells=cells,
+                     adapter=adapter, context=selection.context, comparison=comparison)
 
 
 def _select(config: pytest.Config, adapter: BenchmarkAdapter) -> Selection:

@@ -72,14 +72,16 @@ def compare(run_a: Path, run_b: Path,
     manifest_a, records_a = _load(run_a)
     manifest_b, records_b = _load(run_b)
     protocol_a, protocol_b = _protocol(run_a, manifest_a, records_a), _protocol(run_b, manifest_b, records_b)
-    if protocol_a.get("identity") != protocol_b.get("identity"):
-        diff = setting_differences(protocol_a.get("settings"), protocol_b.get("settings"), "in RUN_A",
-                                  "in RUN_B") or ["protocol identity only"]
+    differences = protocol_differences(protocol_a, protocol_b, "in RUN_A", "in RUN_B")
+    if differences is not None:
         raise CompareError(
             f"refusing to compare: the protocol identities differ ({protocol_a.get('identity')} in RUN_A, "
             f"{protocol_b.get('identity')} in RUN_B), so their success rates measure different things. "
-            "Settings that differ:\n  " + "\n  ".join(diff) +
+            "Settings that differ:\n  " + "\n  ".join(differences) +
             "\nRe-run one of them with the other's settings.")
+    comparison = manifest_b.get("comparison") or {}
+    if comparison.get("stop") == "decided" and _is_run(run_a, manifest_a, comparison):
+        return _sequential(run_a, run_b, manifest_a, manifest_b, records_b, protocol_a, adapter_for)
     done_a = _completed(records_a)
     done_b = _completed(records_b)
     common = [c for c in done_a if c in done_b]
@@ -118,7 +120,45 @@ def compare(run_a: Path, run_b: Path,
         "suites": {s: table(cells) for s, cells in suites.items()},
         "tasks": {t: table(cells) for t, cells in tasks.items()},
         "unpaired_cells": unpaired,
+        "analysis": "fixed-n",
     }
+
+
+def protocol_differences(protocol_a: Mapping[str, Any], protocol_b: Mapping[str, Any], label_a: str,
+                         label_b: str) -> list[str] | None:
+    """The settings in which two runs' protocols ({identity, settings}) differ; None when their
+    identities match (so their episodes pair)."""
+    if protocol_a.get("identity") == protocol_b.get("identity"):
+        return None
+    return setting_differences(protocol_a.get("settings"), protocol_b.get("settings"), label_a,
+                               label_b) or ["protocol identity only"]
+
+
+def run_protocol(run_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, Any]]:
+    """(run.json, records, protocol {identity, settings}) of a run folder; CompareError when it is none."""
+    manifest, records = _load(run_dir)
+    return manifest, records, _protocol(run_dir, manifest, records)
+
+
+def _is_run(run_dir: Path, manifest: Mapping[str, Any], comparison: Mapping[str, Any]) -> bool:
+    """Whether `run_dir` is the run A that a comparison ran against (the same folder, or a copy of it)."""
+    same_id = comparison.get("against_run_id") is not None and manifest.get("run_id") == comparison["against_run_id"]
+    return same_id or run_dir.resolve() == Path(str(comparison.get("against"))).resolve()
+
+
+def _sequential(run_a: Path, run_b: Path, manifest_a: dict[str, Any], manifest_b: dict[str, Any],
+                records_b: dict[str, dict[str, Any]], protocol: dict[str, Any],
+                adapter_for: Callable[[Mapping[str, Any] | None], BenchmarkAdapter]) -> dict[str, Any]:
+    """The comparison of a run B that stopped when decided against A: the same sequential analysis
+    over the pairs in the same order (a fixed-n test of the pairs a stopping rule chose is not valid)."""
+    from pytest_libero.results.summary import sequential_block
+
+    comparison = dict(manifest_b["comparison"], against=str(run_a.resolve()))  # A as given here (moved: a copy)
+    block = sequential_block(comparison, records_b, adapter_for(protocol.get("settings")))
+    return {"schema_version": 1, "run_a": str(run_a), "run_b": str(run_b),
+            "protocol_identity": protocol.get("identity"),
+            "policy_a": manifest_a.get("policy"), "policy_b": manifest_b.get("policy"),
+            "analysis": "sequential", "sequential": block}
 
 
 def _pct(value: float) -> str:
@@ -134,7 +174,9 @@ def _policy(spec: Any) -> str:
 
 
 def render(result: dict[str, Any]) -> str:
-    """The comparison as a plain-text table."""
+    """The comparison as a plain-text table (a stopped comparison: its sequential analysis)."""
+    if result.get("analysis") == "sequential":
+        return render_sequential(result)
     head = (f"{'group':<26}{'pairs':>6}{'A %':>7}{'B %':>7}{'B-A pp':>7}  {'95% CI pp':<18}{'A only':>7}"
             f"{'B only':>7}{'McNemar p':>11}  verdict (B vs A)")
     lines = [f"RUN_A {result['run_a']} (policy {_policy(result.get('policy_a'))})",
@@ -142,7 +184,7 @@ def render(result: dict[str, Any]) -> str:
              "A %, B %: success rates; B-A pp: their difference in percentage points, with Newcombe's 95% CI",
              f"protocol {result['protocol_identity']} (identical); {result['overall']['pairs']} paired episodes, "
              f"{len(result['unpaired_cells'])} cell(s) unpaired (missing, errored or unattempted in either run)",
-             "", head]
+             "analysis: fixed-n (McNemar's exact test and Newcombe's interval over every paired cell)", "", head]
 
     def row(name: str, r: dict[str, Any]) -> str:
         low, high = r["ci95"]
@@ -162,6 +204,25 @@ def render(result: dict[str, Any]) -> str:
                  f"fewer than {result['method']['min_discordant_for_significance']} discordant pairs (the exact "
                  "test cannot reach significance); per-task verdicts are uncorrected for multiple comparisons")
     return "\n".join(lines)
+
+
+def render_sequential(result: dict[str, Any]) -> str:
+    """A stopped comparison's analysis: the sequential test replayed over the pairs in their order."""
+    from pytest_libero.results.sequential import lines
+
+    block = result["sequential"]
+    head = [f"RUN_A {result['run_a']} (policy {_policy(result.get('policy_a'))})",
+            f"RUN_B {result['run_b']} (policy {_policy(result.get('policy_b'))})",
+            f"protocol {result['protocol_identity']} (identical)",
+            "analysis: sequential (RUN_B ran against RUN_A and stopped when decided; McNemar's fixed-n test does "
+            "not hold for pairs a stopping rule chose)", f"test: {block.get('test')}"]
+    if block.get("error"):
+        return "\n".join(head + [f"error: {block['error']}"])
+    counts = (f"pairs in order (seed {block['order_seed']}): {block['cells']} consumed of {block['order_cells']}: "
+              f"only B {block['steps'][-1]['only_b'] if block['steps'] else 0}, only A "
+              f"{block['steps'][-1]['only_a'] if block['steps'] else 0}, concordant "
+              f"{block['steps'][-1]['concordant'] if block['steps'] else 0}, errored {block['errored']}")
+    return "\n".join(head + [counts] + lines({"sequential": block}))
 
 
 def write(result: dict[str, Any], path: Path) -> None:

@@ -82,6 +82,54 @@ seed {{ seed }} {{ rate(block.tasks[name].success_rate_errors_excluded) }}<br>{%
 {% endif %}
 """)
 
+SEQUENTIAL_BLOCK = _ENV.from_string("""
+<div class="libero-sequential">
+<h2>Sequential comparison against run A</h2>
+{% if b.error %}<p>{{ b.error }}</p>{% else %}
+<p><strong>{{ b.verdict }}</strong>{% if b.stop_message %} &middot; {{ b.stop_message }}{% endif %}
+ &middot; run A <code>{{ b.against }}</code> (protocol <code>{{ b.against_identity }}</code>)</p>
+<p>{{ b.test }}; alpha {{ b.alpha }}, power {{ b.power }} (beta {{ b.beta }}), minimum effect {{ b.min_effect }},
+order seed {{ b.order_seed }}; {{ b.errored }} errored pair(s), never discordant{% if b.not_counted %};
+{{ b.not_counted | length }} episode(s) past the consumed prefix not counted:
+{% for c in b.not_counted %}<code>{{ c }}</code> {% endfor %}{% endif %}.</p>
+<svg xmlns="http://www.w3.org/2000/svg" width="{{ w + 60 }}" height="{{ h + 40 }}" role="img"
+ aria-label="log e-values against pairs, with the boundary log(2/alpha)">
+<g transform="translate(45,10)">
+<line x1="0" y1="{{ h }}" x2="{{ w }}" y2="{{ h }}" stroke="#333"/>
+<line x1="0" y1="0" x2="0" y2="{{ h }}" stroke="#333"/>
+<line x1="0" y1="{{ boundary_y }}" x2="{{ w }}" y2="{{ boundary_y }}" stroke="#c33" stroke-dasharray="4 3"/>
+<text x="{{ w }}" y="{{ boundary_y - 4 }}" text-anchor="end" font-size="11" fill="#c33">
+log(2/alpha) = {{ '%.2f' % b.boundary_log_e }}</text>
+<polyline fill="none" stroke="#2a7d2a" stroke-width="2" points="{{ points_b }}"/>
+<polyline fill="none" stroke="#4c72b0" stroke-width="2" points="{{ points_a }}"/>
+<text x="-6" y="{{ h }}" text-anchor="end" font-size="11">0</text>
+<text x="-6" y="10" text-anchor="end" font-size="11">{{ '%.1f' % top }}</text>
+<text x="{{ w / 2 }}" y="{{ h + 28 }}" text-anchor="middle" font-size="11">pairs in order (1 to {{ b.cells }})</text>
+<text x="6" y="12" font-size="11" fill="#2a7d2a">log E_B (B better)</text>
+<text x="6" y="26" font-size="11" fill="#4c72b0">log E_A (A better)</text>
+</g></svg>
+{% endif %}
+</div>
+""")
+
+
+def sequential_block(summary: dict[str, Any]) -> str:
+    """The decision of a run against run A: verdict, settings, and a plot of log E_B and log E_A
+    against pairs with the boundary (inline SVG, numbers only; the text escaped)."""
+    from pytest_libero.results.sequential import plot_top, svg_points
+
+    block = summary.get("sequential")
+    if not block:
+        return ""
+    if block.get("error"):
+        return str(SEQUENTIAL_BLOCK.render(b=block))
+    width, height, top = 480.0, 160.0, plot_top(block)
+    return str(SEQUENTIAL_BLOCK.render(
+        b=block, w=width, h=height, top=top, boundary_y=round(height - height * block["boundary_log_e"] / top, 1),
+        points_b=svg_points(block, "log_e_b", width, height, top),
+        points_a=svg_points(block, "log_e_a", width, height, top)))
+
+
 PAGE = _ENV.from_string("""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>LIBERO run {{ run.run_id or "" }}</title>
 <link rel="icon" href="data:,">
@@ -160,7 +208,7 @@ def summary_block(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkA
         identities=summary.get("protocol_identities"), review_page=review_page,
         groups=groups, unattempted=summary["unattempted"], rate=rate_text, extra_lines=schedule_lines(summary),
         chart=base64.b64encode(chart_png).decode())
-    return block + adapter.html_block(summary)
+    return block + sequential_block(summary) + adapter.html_block(summary)
 
 
 PAGE_FIELDS = ("cell", "suite", "task", "status", "outcome", "termination", "message", "language", "counters",

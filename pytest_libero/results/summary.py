@@ -19,6 +19,7 @@ from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.results.files import is_temporary, write_bytes_atomic, write_json_atomic
 from pytest_libero.results.records import RunDir
 from pytest_libero.results.run_kind import run_kind
+from pytest_libero.results.sequential import Against, Settings
 from pytest_libero.results.telemetry import throughput
 from pytest_libero.results.reading import gc_paused, read_checked, read_document
 from pytest_libero.core.cells import parse_cell_id, parse_run_seed
@@ -169,8 +170,32 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
             seed_tasks.setdefault(task[cell], []).append(cell)
         block["tasks"] = {label: group(members) for label, members in seed_tasks.items()}
     summary.update(adapter.summary_blocks(cells, records, group, summary))
+    if manifest.get("comparison"):  # a run against a finished run A (--libero-against)
+        summary["sequential"] = sequential_block(manifest["comparison"], records, adapter)
     add_earlier_attempts(summary, run_dir)
     return summary
+
+
+def load_against(comparison: Mapping[str, Any], adapter: BenchmarkAdapter,
+                 records_a: dict[str, dict[str, Any]] | None = None) -> Against:
+    """Run A's side of a comparison (run.json's "comparison"): its cells in their fixed order, and
+    its outcomes. A's cells are its selection (its records when selection.json is missing); their
+    tasks are the adapter's task labels of A's records (`records_a`, when the caller holds them)."""
+    settings = Settings.from_dict(comparison)
+    selection = load_selection(Path(settings.against))
+    if records_a is None:
+        records_a = read_records(Path(settings.against))[0]
+    cells = selection or list(records_a)
+    return Against.build(settings, cells, {c: task_of(c, records_a.get(c), adapter) for c in cells}, records_a)
+
+
+def sequential_block(comparison: Mapping[str, Any], records: Mapping[str, dict[str, Any]],
+                     adapter: BenchmarkAdapter) -> dict[str, Any]:
+    """summary.json's "sequential": the comparison replayed from run.json, A's records and these."""
+    against = load_against(comparison, adapter)
+    if not against.order:
+        return {**comparison, "error": f"run A's folder {comparison['against']} has no cells (moved or emptied?)"}
+    return against.block({cell: record["outcome"]["outcome"] for cell, record in records.items()})
 
 
 def add_earlier_attempts(summary: dict[str, Any], run_dir: Path) -> None:
