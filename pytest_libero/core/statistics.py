@@ -127,3 +127,38 @@ def rate_text(stat: Mapping[str, Any]) -> str:
         return "-"
     low, high = stat["ci95"]
     return f"{100 * stat['rate']:.1f}% [{100 * low:.1f}, {100 * high:.1f}] (n={stat['trials']})"
+
+
+# -- independent proportions: a perturbation's drop against a control arm --------------------
+
+def wilson_limits(rate: float, trials: float) -> tuple[float, float]:
+    """95% Wilson score limits of a rate observed over `trials` (> 0), which may be an effective
+    number of trials (kish_effective_n) rather than a count: the score interval's formula holds for
+    any n, and with an integer n it gives wilson()'s limits."""
+    z2 = Z95**2
+    denom = 2 * (trials + z2)
+    center = (2 * trials * rate + z2) / denom
+    delta = Z95 / denom * math.sqrt(max(4 * trials * rate * (1 - rate) + z2, 0.0))
+    low = 0.0 if rate <= 0 else max(0.0, center - delta)
+    high = 1.0 if rate >= 1 else min(1.0, center + delta)
+    return low, high
+
+
+def kish_effective_n(weights: list[float]) -> float:
+    """Kish's effective sample size (sum w)^2 / sum w^2 of a weighted mean of 0/1 outcomes: the
+    number of equally weighted trials that would estimate a rate as precisely. Equal weights give
+    the count itself."""
+    total = sum(weights)
+    return total * total / sum(w * w for w in weights)
+
+
+def newcombe_difference_ci(p1: float, n1: float, p2: float, n2: float) -> tuple[float, float]:
+    """95% CI of p1 - p2 for two independent proportions by Newcombe's hybrid score interval
+    (method 10; Newcombe, Statistics in Medicine 17:873-890, 1998): each rate's Wilson limits,
+    combined as the square root of the sum of squared distances on the side each bound needs."""
+    l1, u1 = wilson_limits(p1, n1)
+    l2, u2 = wilson_limits(p2, n2)
+    difference = p1 - p2
+    low = difference - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    high = difference + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return max(-1.0, low), min(1.0, high)
