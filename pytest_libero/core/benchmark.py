@@ -48,12 +48,14 @@ class OptionSpec:
 @dataclass(frozen=True, slots=True)
 class Selection:
     """What an adapter's selection decides: the cells in native order, the protocol fields they
-    imply (mode, schedule, benchmark options...; all part of the protocol identity) and the
-    adapter's own run settings that are not protocol (where its files are)."""
+    imply (mode, schedule, benchmark options...; all part of the protocol identity), the
+    adapter's own run settings that are not protocol (where its files are) and the fields it adds
+    to run.json (plain JSON, read back by its summary blocks from summary["run"]: a control run)."""
 
     cells: tuple[Cell, ...]
     protocol: Mapping[str, Any] = field(default_factory=dict)
     context: Any = None
+    run_fields: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ class Accounting:
         manifest = run_manifest(self.run_dir.path.name, self.run_dir.path.parent.name, run.protocol.as_dict(),
                                 run.protocol.identity, run.policy.as_dict(), list(sys.argv),
                                 source=run.adapter.source, gpus=gpus.nvidia_smi_descriptions())
+        manifest.update(run.run_fields)  # the benchmark's own (a LIBERO-plus control run)
         selection: dict[str, Any] = {"schema_version": 1, "cells": [self._cell(n) for n in self.selected]}
         if run.comparison is not None:  # --libero-against: what resume, report and compare need
             manifest["comparison"] = run.comparison.settings.as_dict()

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from dataclasses import dataclass
 from dataclasses import field as dataclasses_field
-from typing import Any
+from typing import Any, Mapping
 
 import pytest
 
@@ -238,6 +238,7 @@ class LiberoRun:
     all_cells: tuple[Cell, ...] = ()  # the selection before sharding (cells when not sharded)
     adapter: BenchmarkAdapter = dataclasses_field(default_factory=benchmarks.get)  # the benchmark
     context: Any = None  # the adapter's own run settings (its Selection's context)
+    run_fields: Mapping[str, Any] = dataclasses_field(default_factory=dict)  # its Selection's, for run.json
     comparison: Any = None  # --libero-against: run A's side (results.sequential.Against); cells in its order
 
     @property
@@ -314,7 +315,8 @@ def build_run(config: pytest.Config) -> LiberoRun:
                      isolation=opt("libero_policy_isolation"), policy_timeout_s=policy_timeout,
                      gpus=opt("libero_gpus"), episode_timeout_s=episode_timeout, resume=opt("libero_resume"),
                      resume_keep_errors=keep_errors, shard=shard, all_cells=cells,
-                     adapter=adapter, context=selection.context, comparison=comparison)
+                     adapter=adapter, context=selection.context, run_fields=selection.run_fields,
+                     comparison=comparison)
 
 
 def _select(config: pytest.Config, adapter: BenchmarkAdapter) -> Selection:

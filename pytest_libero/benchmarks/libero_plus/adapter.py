@@ -29,7 +29,7 @@ class LiberoPlusAdapter:
         return options.OPTIONS
 
     def select(self, settings: Mapping[str, Any]) -> Selection:
-        return options.select(settings)
+        return options.select(settings, self.spec)
 
     def cell_id(self, text: str) -> str | None:
         parsed = catalog.parse_variant_id(text)
@@ -56,7 +56,7 @@ class LiberoPlusAdapter:
 
     def summary_blocks(self, cells: list[str], records: Mapping[str, dict[str, Any]], group: Group,
                        summary: Mapping[str, Any]) -> dict[str, Any]:
-        block = results.results(cells, records, group)
+        block = results.results(cells, records, group, summary.get("run"))
         return {"libero_plus": block} if block is not None else {}
 
     def html_block(self, summary: Mapping[str, Any]) -> str:

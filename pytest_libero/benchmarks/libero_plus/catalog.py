@@ -76,6 +76,36 @@ def variant(catalog: dict[str, Any], suite: str, task_index: int) -> dict[str, A
     return entry
 
 
+@functools.cache
+def base_tasks() -> dict[str, tuple[int, ...]]:
+    """The LIBERO task index of every variant's base task, by suite, in variant order.
+
+    A variant's name is its base task's name with a perturbation suffix (`..._view_0_0_100_0_0_initstate_1`,
+    `..._language_33`, `..._table_15`); exactly one of its suite's ten standard task names is a prefix of it
+    at a word boundary (tests check all 10,030). The init-state file does not say: the Objects Layout
+    variants have their own.
+    """
+    from pytest_libero.benchmarks.libero.catalog import entries
+
+    found: dict[str, tuple[int, ...]] = {}
+    for suite in SUITES:
+        # Longest name first: no standard name is a prefix of another today, but the longer match is the right one.
+        names = sorted(((e["task_name"], e["task_index"]) for e in entries(suite)), key=lambda pair: -len(pair[0]))
+        indexes = []
+        for name, _ in public_variants()[suite]:
+            match = next((index for base, index in names if name == base or name.startswith(base + "_")), None)
+            if match is None:
+                raise ValueError(f"LIBERO-plus variant {suite} {name!r} starts with no {suite} task name")
+            indexes.append(match)
+        found[suite] = tuple(indexes)
+    return found
+
+
+def base_task_label(suite: str, task_index: int) -> str:
+    """A base task as LIBERO's summaries name it: `libero_10-t03`."""
+    return f"{suite}-t{task_index:02d}"
+
+
 # -- the user's classification file --------------------------------------------------------
 
 class ClassificationError(ValueError):

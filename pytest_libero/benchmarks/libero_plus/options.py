@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from pytest_libero.benchmarks.libero_plus import catalog as lp
 from pytest_libero.core.benchmark import OptionSpec, Selection
+from pytest_libero.core.spec import BenchmarkSpec
 from pytest_libero.errors import OptionError
 
 # The bench service learns LIBERO-plus's asset folder from its environment.
@@ -60,6 +61,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
                     help="Deliver the clean instruction (the BDDL's language) instead of LIBERO-plus's file-name "
                          "instruction with its suffix (e.g. '... view 0 0 100 0 0 initstate 1'). Part of the "
                          "protocol identity; leaderboard numbers use the suffix")),
+    OptionSpec(("--libero-plus-control",), dict(dest="libero_plus_control", default=None, metavar="RUN",
+                    help="A control arm: a finished LIBERO run (fast or full mode) of the same policy on the base "
+                         "tasks. Each category and difficulty then shows its rate beside the control's on the same "
+                         "base tasks, the drop in percentage points and its 95%% interval (docs/libero-plus.md)")),
     OptionSpec(("--libero-plus-robot-init",), dict(dest="libero_plus_robot_init", choices=ROBOT_INIT_CHOICES,
                     default="upstream",
                     help="upstream (default): set_init_state restores the base task's robot pose, undoing the "
@@ -68,8 +73,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-def select(settings: Mapping[str, Any]) -> Selection:
-    """The selected LIBERO-plus variants (native order) and where the files are; OptionError on bad input."""
+def select(settings: Mapping[str, Any], spec: BenchmarkSpec) -> Selection:
+    """The selected LIBERO-plus variants (native order), where the files are and the control run
+    (`spec`: the adapter's, which a control must match); OptionError on bad input."""
     opt = settings.get
     if opt("libero_mode") == "full":
         raise OptionError("--libero-mode full does not apply to --libero-benchmark libero_plus: LIBERO-plus "
@@ -112,7 +118,14 @@ def select(settings: Mapping[str, Any]) -> Selection:
         ("robot_init", opt("libero_plus_robot_init")),
         ("trials_per_variant", 1),
     )}
-    return Selection(tuple(cells), protocol, PlusSettings(classification=str(Path(path).resolve()), assets=assets))
+    recorded = {}
+    control_run = opt("libero_plus_control")
+    if control_run is not None:
+        from pytest_libero.benchmarks.libero_plus import control
+
+        recorded[control.RUN_KEY] = control.check(str(control_run), settings, spec)
+    return Selection(tuple(cells), protocol, PlusSettings(classification=str(Path(path).resolve()), assets=assets),
+                     run_fields=recorded)
 
 
 def service_env(context: PlusSettings | None) -> dict[str, str]:

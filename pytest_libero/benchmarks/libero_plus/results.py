@@ -12,8 +12,9 @@ import functools
 from collections import Counter
 from typing import Any, Mapping
 
-from pytest_libero.benchmarks.libero_plus import catalog as lp
+from pytest_libero.benchmarks.libero_plus import catalog as lp, control
 from pytest_libero.core.benchmark import Group, Unattempted
+from pytest_libero.core.outcomes import status
 from pytest_libero.core.statistics import rate_text
 
 UNKNOWN = "unknown"
@@ -95,8 +96,11 @@ def _key(record: dict[str, Any] | None) -> tuple[str, int | None, str | None]:
             ((benchmark.get("assets") or {}).get("status")))
 
 
-def results(cells: list[str], records: Mapping[str, dict[str, Any]], group: Group) -> dict[str, Any] | None:
-    """The LIBERO-plus block of summary.json; None when the run has no LIBERO-plus cell."""
+def results(cells: list[str], records: Mapping[str, dict[str, Any]], group: Group,
+            run: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The LIBERO-plus block of summary.json; None when the run has no LIBERO-plus cell. `run`: the
+    run's run.json; when it names a control run (--libero-plus-control), the block's "control" holds
+    every row's drop against it (control.py)."""
     info: dict[str, tuple[str, str, int | None, str | None]] = {}
     for cell in cells:
         variant = lp.parse_variant_id(cell)
@@ -125,6 +129,18 @@ def results(cells: list[str], records: Mapping[str, dict[str, Any]], group: Grou
     def rows(index: int, values: tuple[Any, ...]) -> dict[str, Any]:
         return {str(v): group(rows_of[index][v]) for v in values if v in rows_of[index]}
 
+    recorded = (run or {}).get(control.RUN_KEY)
+    against = None
+    if recorded:
+        groups: dict[str, Any] = {
+            name: {str(v): rows_of[index][v] for v in values if v in rows_of[index]}
+            for name, index, values in (("by_category", 1, (*lp.CATEGORIES, UNKNOWN)), ("by_suite", 0, lp.SUITES),
+                                        ("by_difficulty", 2, (*lp.DIFFICULTIES, None)))}
+        groups["table"] = [({"suite": r["suite"], "category": r["category"], "difficulty": r["difficulty"]},
+                            cells_of[(r["suite"], r["category"], r["difficulty"])]) for r in table]
+        groups["overall"] = plus
+        outcomes = {c: status(records[c]["outcome"]["outcome"]) if c in records else "unattempted" for c in plus}
+        against = control.drops(groups, outcomes, recorded, ((run or {}).get("protocol") or {}).get("settings") or {})
     skipped = [c for c, i in info.items() if i[3] == "missing"]
     reasons = Counter(records[c]["cell"]["benchmark"]["assets"]["missing"][0].rsplit("/", 1)[0] + "/"
                       for c in skipped)
@@ -142,13 +158,19 @@ def results(cells: list[str], records: Mapping[str, dict[str, Any]], group: Grou
             "reason": "their scene, texture or object files are not in the linked asset folder (the standard "
                       "LIBERO assets lack the LIBERO-plus archive's files); never run, never counted as failures",
         },
+        **({"control": against} if against is not None else {}),
     }
 
 
 def terminal_lines(plus: dict[str, Any]) -> list[str]:
     """Per-category results and the variants skipped for assets, for the terminal summary."""
+    against = plus.get("control")
+    by_category = (against or {}).get("by_category") or {}
     lines = [f"LIBERO-plus {name}: {rate_text(g['success_rate_errors_excluded'])}, {g['unattempted']} unattempted"
+             + (f"; {drop_text(by_category[name])}" if name in by_category else "")
              for name, g in plus["by_category"].items()]
+    if against is not None:
+        lines.extend(control_lines(against))
     skipped = plus["skipped_for_assets"]
     if skipped["count"]:
         where = ", ".join(f"{folder} {n}" for folder, n in skipped["first_missing_folder"].items())
@@ -157,9 +179,42 @@ def terminal_lines(plus: dict[str, Any]) -> list[str]:
     return lines
 
 
+def drop_text(row: Mapping[str, Any]) -> str:
+    """`41.0% vs control 78.0%, drop 37.0 pp [30.1, 43.6]`, or why a group has no drop."""
+    variants = row["variants"]
+    mine = "-" if variants["rate"] is None else f"{100 * variants['rate']:.1f}%"
+    if row["drop_pp"] is None:
+        if row["missing_base_tasks"]:
+            return (f"{mine} vs control: not covered, no control episode of base task(s) "
+                    f"{', '.join(row['missing_base_tasks'])}")
+        return f"{mine} vs control: {row.get('note', 'no drop')}"
+    low, high = row["drop_ci95_pp"]
+    return (f"{mine} vs control {100 * row['control']['rate']:.1f}%, drop {row['drop_pp']:.1f} pp "
+            f"[{low:.1f}, {high:.1f}]")
+
+
+def control_lines(against: Mapping[str, Any]) -> list[str]:
+    """The control arm's terminal lines besides the categories': which run, then each difficulty and overall."""
+    head = (f"LIBERO-plus control: {against['run']} (policy {against['policy'].get('name')!r}, "
+            f"{against.get('mode', 'fast')} mode)")
+    if against.get("error"):
+        return [f"{head}: no drops, {against['error']}"]
+    lines = [f"{head}: drop = control - variants, 95% Newcombe hybrid score CI (summary.json libero_plus.control)"]
+    lines += [f"LIBERO-plus difficulty {level}: {drop_text(row)}" for level, row in against["by_difficulty"].items()]
+    lines.append(f"LIBERO-plus overall: {drop_text(against['overall'])}")
+    return lines
+
+
 # The page's template, compiled on first use: the adapter module (loaded on every pytest start)
 # imports this module, and Jinja costs ~0.1 s to import.
 BLOCK = """
+{% macro drop_cells(r) %}<td>{{ rate(r.variants) }}</td>
+{% if r.drop_pp is none %}<td colspan="2">{% if r.missing_base_tasks %}not covered: the control has no episode of
+ {{ r.missing_base_tasks | join(", ") }}{% else %}{{ r.note }}{% endif %}</td>
+{% else %}<td>{{ "%.1f" % (100 * r.control.rate) }}% [{{ "%.1f" % (100 * r.control.ci95[0]) }},
+ {{ "%.1f" % (100 * r.control.ci95[1]) }}] ({{ r.control.episodes }} episodes, effective n
+ {{ "%.1f" % r.control.effective_n }})</td><td>{{ "%.1f" % r.drop_pp }} [{{ "%.1f" % r.drop_ci95_pp[0] }},
+ {{ "%.1f" % r.drop_ci95_pp[1] }}]</td>{% endif %}{% endmacro %}
 <div class="libero-plus">
 <h2>LIBERO-plus: suite x category x difficulty</h2>
 <p>{{ p.overall.selected }} variants selected; {{ p.skipped_for_assets.count }} skipped for missing assets
@@ -185,9 +240,28 @@ BLOCK = """
 <td>{{ p.overall.passed }}</td><td>{{ p.overall.failed }}</td><td>{{ p.overall.errored }}</td>
 <td>{{ p.overall.unattempted }}</td><td>{{ rate(p.overall.success_rate_errors_excluded) }}</td></tr>
 </table>
+{% if p.control %}{% set c = p.control %}
+<h3>Against the control arm</h3>
+<p>Control: <code>{{ c.run }}</code> (policy {{ c.policy.name }}, {{ c.mode }} mode, protocol
+ {{ c.protocol_identity }}). {{ c.method }}.</p>
+{% if c.error %}<p class="libero-plus-control-error"><b>No drops:</b> {{ c.error }}</p>{% else %}
+<table class="libero-plus-control" border="1" cellpadding="4" style="border-collapse: collapse">
+<tr><th>group</th><th>variants (95% Wilson CI)</th><th>control, matched (95% CI)</th><th>drop, pp (95% CI)</th></tr>
+{% for name, rows in (("category", c.by_category), ("difficulty", c.by_difficulty), ("suite", c.by_suite)) %}
+{% for value, r in rows.items() %}
+<tr class="libero-plus-control-{{ name }}"><td>{{ name }} {{ value }}</td>{{ drop_cells(r) }}</tr>
+{% endfor %}
+{% endfor %}
+<tr class="libero-plus-control-overall"><td><b>overall</b></td>{{ drop_cells(c.overall) }}</tr>
+{% for r in c.table %}
+<tr class="libero-plus-control-cell"><td>{{ r.suite }} / {{ r.category }} /
+ {{ r.difficulty if r.difficulty is not none else "none" }}</td>{{ drop_cells(r) }}</tr>
+{% endfor %}
+</table>
+{% endif %}
+{% endif %}
 </div>
 """
-
 
 
 def html(plus: dict[str, Any]) -> str:
