@@ -239,6 +239,10 @@ def test_a_good_control_is_recorded_for_run_json(tmp_path, synthetic_file):
     assert recorded["run"] == str(control_dir.resolve()) and recorded["policy"] == ZERO
     assert recorded["mode"] == "fast" and recorded["protocol_identity"].startswith("sha256:")
     assert PLUS.select({"libero_plus_classification": str(synthetic_file)}).run_fields == {}
+    from synthetic_runs import full_mode_protocol
+
+    full = write_control(tmp_path / "full", {0: ["success"] * 3}, protocol=full_mode_protocol())
+    assert select(synthetic_file, full).run_fields[control.RUN_KEY]["mode"] == "full"
 
 
 @pytest.mark.parametrize(("make", "options", "message"), [

@@ -95,8 +95,8 @@ def check(path: str, settings: Mapping[str, Any], spec: BenchmarkSpec) -> dict[s
     benchmark = protocol["settings"].get("benchmark") or CONTROL_BENCHMARK
     if benchmark != CONTROL_BENCHMARK:
         raise OptionError(f"{where}: a {benchmark} run; the control is a run of --libero-benchmark libero on the "
-                          "unperturbed base tasks (e.g. `pytest --libero-scope development` or a full-mode run, "
-                          "with this run's policy)")
+                          "unperturbed base tasks (`pytest --libero-scope task_coverage --libero-suite SUITE`, "
+                          "fast or full mode, with this run's policy)")
     if not (folder / "episodes").is_dir() or not any((folder / "episodes").iterdir()):
         raise OptionError(f"{where}: the run has no episode records yet; run the control first (or pass another)")
     mine = PolicySpec(settings.get("libero_policy") or "zero",
