@@ -80,6 +80,11 @@ class Decision(str, Enum):
     FUTILE = "futile"
     UNDECIDED = "undecided"
 
+    @property
+    def stops(self) -> bool:
+        """Whether the test has decided (a verdict, or futility): a run told to stop when decided stops."""
+        return self in (Decision.B_BETTER, Decision.A_BETTER, Decision.FUTILE)
+
 
 _CODES = (Decision.CONTINUE, Decision.B_BETTER, Decision.A_BETTER, Decision.FUTILE, Decision.UNDECIDED)
 

@@ -19,7 +19,7 @@ import pytest
 
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.cells import Cell
-from pytest_libero.core.sequential import Decision, SequentialTest
+from pytest_libero.core.sequential import SequentialTest
 from pytest_libero.errors import OptionError
 from pytest_libero.results import sequential
 from pytest_libero.results.sequential import DEFAULT_ORDER_SEED, STOP_MODES, Against, Settings
@@ -172,8 +172,7 @@ class SequentialStop:
             sequential.write_stop(run_dir, self.stopped)
 
     def _decided(self) -> bool:
-        return self.settings.stop == "decided" and self.test.decision in (
-            Decision.B_BETTER, Decision.A_BETTER, Decision.FUTILE)
+        return self.settings.stop == "decided" and self.test.decision.stops
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:

@@ -115,7 +115,7 @@ class Against:
         test = self.advance(self.start(), b)
         consumed = {step.cell for step in test.steps}
         waiting = next((cell for cell in self.order if cell not in consumed), None)
-        stopped = test.decision in (Decision.B_BETTER, Decision.A_BETTER, Decision.FUTILE)
+        stopped = test.decision.stops
         return {**self.settings.as_dict(), **test.record(), "order_cells": len(self.order),
                 "boundary_log_e": test.design.boundary, "futility_boundary_log_e": test.design.futility_boundary,
                 "stopped": stopped and self.settings.stop == "decided",
