@@ -27,8 +27,6 @@ from evidence_helpers import records, run_dirs
 from order_helpers import ARRANGEMENTS, assert_same_records, run_arrangements
 from robomemarena_helpers import ADAPTER
 
-pytestmark = pytest.mark.real_libero
-
 FORWARD = ["robomemarena-t22-seed51", "robomemarena-t25-seed50"]
 # conftest.ZERO_DEVELOPMENT_RUN without its page (a differing copy changes the protocol identity, which
 # the comparison checks).
@@ -41,6 +39,7 @@ def _env(home: Path) -> dict[str, str]:
     return dict(env, HOME=str(home), USERPROFILE=str(home), PY_COLORS="0")
 
 
+@pytest.mark.real_libero
 def test_robomemarena_cells_give_the_same_records_forward_reversed_and_in_two_shards(
         robomemarena_checkout: Path, tmp_path: Path) -> None:
     args = ("--libero-benchmark", "robomemarena", f"--libero-robomemarena-checkout={robomemarena_checkout}",
@@ -64,6 +63,7 @@ def test_robomemarena_cells_give_the_same_records_forward_reversed_and_in_two_sh
     assert "seeding" in dict(first["identities"]["protocol"]["settings"]["benchmark_options"])
 
 
+@pytest.mark.real_libero
 def test_libero_cells_give_the_same_records_forward_reversed_and_in_two_shards(
         zero_development_run: tuple[pytest.RunResult, Path], tmp_path: Path) -> None:
     _, forward_path = zero_development_run
@@ -78,3 +78,57 @@ def test_libero_cells_give_the_same_records_forward_reversed_and_in_two_shards(
     assert_same_records({"forward": forward, **{name: run["records"] for name, run in runs.items()}})
     for record in forward.values():
         assert record["seeding"]["seed"] == record["cell"]["seed"] == 20260907
+
+
+def test_a_scene_that_cannot_be_placed_is_an_environment_fault_naming_the_sampler_the_same_way_each_time() -> None:
+    """robosuite's own sampler, asked to place two boxes in a 1 mm square: its RandomizationError becomes
+    PlacementFailed (an EnvironmentFault: the record's env_error) naming the sampler's class and name."""
+    from robosuite.models.objects import BoxObject
+    from robosuite.utils.placement_samplers import UniformRandomSampler
+
+    from pytest_libero.benchmarks.seeding import PlacementFailed, placing, seed_simulator
+    from pytest_libero.errors import EnvironmentFault
+
+    boxes = [BoxObject(name=f"box{i}", size=[0.05, 0.05, 0.05]) for i in range(2)]
+    sampler = UniformRandomSampler(name="TightTable", mujoco_objects=boxes, x_range=[0, 0.001], y_range=[0, 0.001],
+                                   rotation=0, ensure_object_boundary_in_range=False, reference_pos=(0, 0, 0.8))
+    messages = []
+    for _ in range(2):
+        seed_simulator(7)
+        with pytest.raises(PlacementFailed) as caught:
+            with placing("LIBERO", 7, "building the environment"):
+                sampler.sample()
+        assert isinstance(caught.value, EnvironmentFault)
+        assert type(caught.value.__cause__).__name__ == "RandomizationError"
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith("LIBERO could not place the scene's objects while building the environment: "
+                                  "robosuite.utils.placement_samplers.UniformRandomSampler 'TightTable' raised "
+                                  "RandomizationError (Cannot place all objects"), messages[0]
+    assert "at seed 7" in messages[0]
+    with pytest.raises(ValueError, match="other"):  # anything else passes through unchanged
+        with placing("LIBERO", 7, "building the environment"):
+            raise ValueError("other")
+
+
+def test_seeding_sets_pythons_and_numpys_generators_and_refuses_a_seed_they_cannot_take() -> None:
+    import random
+
+    import numpy as np
+
+    from pytest_libero.benchmarks.seeding import seed_simulator, seeding_evidence
+    from pytest_libero.errors import EnvironmentFault
+
+    draws = []
+    for _ in range(2):
+        random.random(), np.random.random()  # whatever an earlier episode left
+        seed_simulator(50)
+        draws.append((random.random(), float(np.random.random())))
+    random.seed(50)
+    np.random.seed(50)
+    assert draws[0] == draws[1] == (random.random(), float(np.random.random()))
+    assert seeding_evidence(50) == {"seed": 50, "generators": ["random", "numpy.random", "env.seed"],
+                                    "points": ["build", "reset"]}
+    for bad in (-1, 2**32, 1.5, True, "50"):
+        with pytest.raises(EnvironmentFault, match="cannot seed the simulator"):
+            seed_simulator(bad)  # type: ignore[arg-type]
