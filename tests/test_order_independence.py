@@ -132,3 +132,31 @@ def test_seeding_sets_pythons_and_numpys_generators_and_refuses_a_seed_they_cann
     for bad in (-1, 2**32, 1.5, True, "50"):
         with pytest.raises(EnvironmentFault, match="cannot seed the simulator"):
             seed_simulator(bad)  # type: ignore[arg-type]
+
+
+def test_robomemarenas_identity_names_the_seeding_and_resume_refuses_a_run_made_before_it(
+        robomemarena_checkout: Path, tmp_path: Path) -> None:
+    """Its cells' outcomes could change (a build that failed on an earlier episode's state now runs), so
+    RoboMemArena's identity holds the seeding; a run recorded without it is refused, the setting named."""
+    import json
+
+    from pytest_libero.benchmarks.robomemarena import options
+    from pytest_libero.benchmarks.robomemarena.adapter import ADAPTER as ARENA
+    from pytest_libero.core.protocol import Protocol, setting_differences
+    from pytest_libero.results.resume import ResumeRefused, completed_cells
+
+    selection = options.select({"libero_robomemarena_checkout": str(robomemarena_checkout)})
+    defaults = dict(scope="default", budget="horizon", replan_interval=5, max_policy_calls=None, track="rgb")
+    now = Protocol(spec=ARENA.spec, **dict(defaults, **selection.protocol))
+    assert ("seeding", options.SEEDING) in selection.protocol["benchmark_options"]
+    unseeded = tuple(option for option in selection.protocol["benchmark_options"] if option[0] != "seeding")
+    before = Protocol(spec=ARENA.spec, **dict(defaults, **dict(selection.protocol, benchmark_options=unseeded)))
+    assert before.identity != now.identity
+    assert setting_differences(before.as_dict(), now.as_dict(), "before", "now") == [
+        f"benchmark_options.seeding: None before, {options.SEEDING!r} now"]
+    old_run = tmp_path / "old-run"
+    old_run.mkdir()
+    (old_run / "run.json").write_text(json.dumps({"protocol": {"identity": before.identity,
+                                                               "settings": before.as_dict()}}))
+    with pytest.raises(ResumeRefused, match="benchmark_options.seeding"):
+        completed_cells(old_run, now.as_dict(), now.identity, {})
