@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -42,6 +43,7 @@ def run_arrangements(base: Path, args: tuple[str, ...], arrangements: dict[str, 
     """Each arrangement (name -> extra arguments; 'reversed' gets the reversing conftest) as its own
     pytest run in base/<name> (holding `files`: name -> text), all started at once:
     {name: {"records", "order", "stdout", "wall_s"}}."""
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started: dict[str, tuple[subprocess.Popen[str], Path, float]] = {}
     for name, extra in arrangements.items():
         folder = base / re.sub(r"\W", "-", name)
@@ -62,6 +64,11 @@ def run_arrangements(base: Path, args: tuple[str, ...], arrangements: dict[str, 
         (run_dir,) = run_dirs(folder / "reports")
         order = re.findall(r"::test_rollout\[([^\]]+)\] (?:PASSED|FAILED|ERROR|SKIPPED)", stdout)
         done[name] = {"records": records(run_dir), "order": order, "stdout": stdout, "wall_s": wall}
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+    # For the CI-time budget (shown with -rP or -s): the runs' CPU seconds say more than a loaded machine's wall.
+    walls = ", ".join(f"{name} {run['wall_s']:.0f} s" for name, run in done.items())
+    print(f"arrangements {walls}; their processes' CPU {cpu:.0f} s; load {os.getloadavg()[0]:.1f}")
     return done
 
 
