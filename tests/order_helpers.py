@@ -60,15 +60,16 @@ def run_arrangements(base: Path, args: tuple[str, ...], arrangements: dict[str, 
     done: dict[str, dict[str, Any]] = {}
     for name, (process, folder, start) in started.items():
         stdout, _ = process.communicate(timeout=timeout)
-        wall = time.monotonic() - start
+        wall = time.monotonic() - start  # the later ones include the wait for those before them
         (run_dir,) = run_dirs(folder / "reports")
         order = re.findall(r"::test_rollout\[([^\]]+)\] (?:PASSED|FAILED|ERROR|SKIPPED)", stdout)
         done[name] = {"records": records(run_dir), "order": order, "stdout": stdout, "wall_s": wall}
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
     # For the CI-time budget (shown with -rP or -s): the runs' CPU seconds say more than a loaded machine's wall.
-    walls = ", ".join(f"{name} {run['wall_s']:.0f} s" for name, run in done.items())
-    print(f"arrangements {walls}; their processes' CPU {cpu:.0f} s; load {os.getloadavg()[0]:.1f}")
+    wall = max(run["wall_s"] for run in done.values())
+    print(f"{len(done)} arrangements run together ({', '.join(done)}): wall {wall:.0f} s, their processes' "
+          f"CPU {cpu:.0f} s, load {os.getloadavg()[0]:.1f}")
     return done
 
 
