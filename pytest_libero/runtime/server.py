@@ -106,10 +106,13 @@ class _Requests:
                 self.episode.close()
             self.episode = None
             episode = self.episode = module.Episode(**payload, cache=cache)
+            # The install check's service half (optional: a module without it is not checked).
+            fingerprint = getattr(episode, "fingerprint", None)
             return {"language": episode.language,
                     "observation": episode.observation(episode.first_raw),
                     "state": episode.state(episode.first_raw),
-                    "settling_controls": episode.settling_controls}
+                    "settling_controls": episode.settling_controls,
+                    "fingerprint": fingerprint() if fingerprint is not None else None}
         if op == "submit":
             assert self.episode is not None, "submit before start"
             return self.episode.submit(**payload)
