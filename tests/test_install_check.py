@@ -28,7 +28,7 @@ def image(seed: int = 0) -> np.ndarray:
 def reference(family: str = "llvmpipe", tolerance: dict[str, float] | None = None) -> Reference:
     images = images_summary({"agentview": image(0), "robot0_eye_in_hand": image(1)})
     cell = {"state_sha256": "a" * 64, "state_size": 92, "images": images, "probe_state_sha256": "b" * 64}
-    return Reference(f"libero-{family}.json", "libero", family, dict(INSTALL), dict(SETTLE),
+    return Reference(f"libero-{family}.json", "libero", family, dict(INSTALL), dict(SETTLE, seed=20260907),
                      tolerance or {"channel_mean": 0.02, "thumbnail_block": 1.0}, {"libero_spatial-t00-s00": cell})
 
 
@@ -85,6 +85,17 @@ def test_images_are_never_compared_with_another_renderer_familys_reference():
     # The physics is still checked against the other family's reference.
     assert check([reference("llvmpipe")], "libero_spatial-t00-s00", SETTLE,
                  observed(renderer="NVIDIA H200/PCIe/SSE2", state="e" * 64)).states == "differ"
+
+
+def test_images_are_compared_only_at_the_references_seed_the_state_at_any():
+    # The environment seed changes LIBERO's first images, not its state (docs/install-check.md).
+    darker = (image(0).astype(int) - 40).clip(0, 255).astype(np.uint8)
+    other_seed = check([reference()], "libero_spatial-t00-s00", SETTLE, observed(darker), seed=7)
+    assert (other_seed.states, other_seed.images) == ("match", "no image reference for this seed")
+    assert not other_seed.differs and other_seed.checked
+    assert other_seed.line == "install: physics matches the reference; no image reference for this environment seed"
+    assert check([reference()], "libero_spatial-t00-s00", SETTLE, observed(state="c" * 64), seed=7).differs
+    assert check([reference()], "libero_spatial-t00-s00", SETTLE, observed(darker), seed=20260907).images == "differ"
 
 
 def test_a_cell_or_a_settling_without_a_reference_is_not_checked():
@@ -160,6 +171,6 @@ def test_the_shipped_llvmpipe_reference_is_whole_and_says_what_made_it():
     expected |= {f"{s}-t00-s{i:02d}" for s in catalog.SUITES for i in (1, 25, 49)}
     assert set(shipped.cells) == expected and len(expected) == 145
     assert shipped.made_with["versions"]["mujoco"] == "3.2.3" and shipped.made_with["renderer"].startswith("llvmpipe")
-    assert shipped.protocol == SETTLE
+    assert shipped.protocol == dict(SETTLE, seed=20260907)
     assert all(set(c) >= {"state_sha256", "probe_state_sha256", "images"} for c in shipped.cells.values())
     copy.deepcopy(shipped)

@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MUJOCO_GL", "egl")
 
     from pytest_libero.benchmarks import get, service_env
+    from pytest_libero.core.cells import FAST_SEED
     from pytest_libero.core.fingerprint import FORMAT, PROBE_SEQUENCE, protocol_key, renderer_family
     from pytest_libero.core.protocol import SETTLE_CONTROLS
     from pytest_libero.runtime.doctor import fingerprint_cell, reference_entry
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 path = args.out / f"{args.benchmark}-{family}.json"
                 document = json.loads(path.read_text()) if path.exists() else {
                     "format": FORMAT, "benchmark": args.benchmark, "renderer_family": family, "made_with": install,
-                    "protocol": settle, "probe": [[n, list(a)] for n, a in PROBE_SEQUENCE],
+                    "protocol": dict(settle, seed=FAST_SEED), "probe": [[n, list(a)] for n, a in PROBE_SEQUENCE],
                     "tolerance": TOLERANCE, "cells": {}}
                 if document["made_with"] != install:
                     raise SystemExit(f"{path} was made with {document['made_with']}, this install is {install}: "

@@ -110,6 +110,17 @@ class Reference:
     tolerance: dict[str, float]
     cells: dict[str, dict[str, Any]]
 
+    @property
+    def settling(self) -> dict[str, Any]:
+        """The protocol the first observation's state depends on (the seed aside)."""
+        return {k: v for k, v in self.protocol.items() if k != "seed"}
+
+    @property
+    def seed(self) -> int | None:
+        """The environment seed the images were made with (they depend on it; the state does not)."""
+        seed = self.protocol.get("seed")
+        return None if seed is None else int(seed)
+
 
 def load_references(benchmark: str, folder: Any = None) -> list[Reference]:
     """Every reference file of `benchmark` (catalog/fingerprints/<benchmark>-*.json)."""
@@ -132,7 +143,8 @@ class Check:
     """The install check of one cell: physics, rendering, and the verdict line."""
 
     states: str  # "match", "differ", "no reference"
-    images: str  # "match", "within tolerance", "differ", "no image reference for this renderer", "no reference"
+    images: str  # "match", "within tolerance", "differ", "no image reference for this renderer" (or seed),
+    # "no reference"
     detail: list[str] = field(default_factory=list)
     reference: str | None = None
     install: dict[str, Any] = field(default_factory=dict)
@@ -161,6 +173,8 @@ class Check:
         if self.images == "no image reference for this renderer":
             return "install: physics matches the reference; no image reference for this renderer " \
                    f"({self.install.get('renderer')!r})"
+        if self.images == "no image reference for this seed":
+            return "install: physics matches the reference; no image reference for this environment seed"
         suffix = " (images within the tolerance, not bit-identical)" if self.images == "within tolerance" else ""
         return f"install: matches the reference{suffix}"
 
@@ -174,19 +188,23 @@ class Check:
         return block
 
 
-def protocol_key(settle_controls: int, settle_action: Iterable[float], track: str | None = None) -> dict[str, Any]:
-    """What the first observation depends on beyond the cell (track only changes the state vector
-    delivered, not the simulator state or images, so it is not part of the key)."""
+def protocol_key(settle_controls: int, settle_action: Iterable[float]) -> dict[str, Any]:
+    """What the first observation's state depends on beyond the cell (the track only changes the
+    state vector delivered, not the simulator state or images, so it is not part of the key; the
+    environment seed, on which the images depend, is the reference's `seed`)."""
     return {"settle_controls": int(settle_controls), "settle_action": [float(a) for a in settle_action]}
 
 
 def check(references: list[Reference], cell_id: str, protocol: Mapping[str, Any], observed: Mapping[str, Any],
-          probe_state_sha256: str | None = None) -> Check:
+          probe_state_sha256: str | None = None, seed: int | None = None) -> Check:
     """Compare one cell's first observation (`observed`: the service's fingerprint plus
-    `images`, images_summary of the delivered images) with the references."""
+    `images`, images_summary of the delivered images) with the references. `seed`: the cell's
+    environment seed; the images (not the state) depend on it, so they are compared only with a
+    reference made with the same seed."""
     install = dict(observed.get("install") or {})
     family = renderer_family(install.get("renderer"))
-    candidates = [r for r in references if cell_id in r.cells and r.protocol == dict(protocol)]
+    settling = {k: v for k, v in protocol.items() if k != "seed"}
+    candidates = [r for r in references if cell_id in r.cells and r.settling == settling]
     if not candidates:
         why = "no reference for this cell" if not any(cell_id in r.cells for r in references) else \
             "the reference was made with another settling (settle_controls/settle_action)"
@@ -204,6 +222,11 @@ def check(references: list[Reference], cell_id: str, protocol: Mapping[str, Any]
         probe = "match" if entry["probe_state_sha256"] == probe_state_sha256 else "differ"
         if probe == "differ":
             detail.append("the simulator state after the probe actions differs")
+    if same_family and seed is not None:
+        seeded = [r for r in same_family if r.seed in (None, seed)]
+        if not seeded:
+            return Check(states, "no image reference for this seed", detail, same_family[0].name, install, probe)
+        same_family = seeded
     if not same_family:
         images = "no image reference for this renderer"
         reference = physics_ref.name
@@ -224,10 +247,8 @@ def check(references: list[Reference], cell_id: str, protocol: Mapping[str, Any]
     return Check(states, images, detail, reference, install, probe)
 
 
-def likely_cause(checks: Iterable[Check], made_with: Mapping[str, Any], install: Mapping[str, Any]) -> list[str]:
-    """What most likely explains the differences: the versions and GL settings that differ from
-    the reference's, then what a difference of each kind usually means."""
-    checks = list(checks)
+def install_differences(made_with: Mapping[str, Any], install: Mapping[str, Any]) -> list[str]:
+    """One line per version or GL setting in which `install` differs from the reference's."""
     lines = []
     ours = install.get("versions") or {}
     theirs = made_with.get("versions") or {}
@@ -237,6 +258,14 @@ def likely_cause(checks: Iterable[Check], made_with: Mapping[str, Any], install:
     for key in ("gl_backend", "renderer"):
         if install.get(key) != made_with.get(key):
             lines.append(f"{key}: installed {install.get(key)!r}, reference made with {made_with.get(key)!r}")
+    return lines
+
+
+def likely_cause(checks: Iterable[Check], made_with: Mapping[str, Any], install: Mapping[str, Any]) -> list[str]:
+    """What most likely explains the differences: the versions and GL settings that differ from
+    the reference's, then what a difference of each kind usually means."""
+    checks = list(checks)
+    lines = install_differences(made_with, install)
     physics = any(c.states == "differ" or c.probe_states == "differ" for c in checks)
     rendering = any(c.images == "differ" for c in checks)
     if physics:

@@ -38,7 +38,8 @@ def check_episode(config: pytest.Config, run: Any, cell: Cell, result: Any) -> s
         return None  # the episode never reached its first observation, or the benchmark has no fingerprint
     key = Cell(cell.suite, cell.task_index, cell.init_index).id  # the schedule's repetition seed aside
     outcome = check(references(config, run.benchmark), key,
-                    protocol_key(run.protocol.settle_controls, run.protocol.settle_action), observed)
+                    protocol_key(run.protocol.settle_controls, run.protocol.settle_action), observed,
+                    seed=cell.seed)
     result.install_check = outcome.as_record()
     if outcome.differs:
         result.warnings.append(f"WARNING {outcome.line}")

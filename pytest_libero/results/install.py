@@ -30,8 +30,9 @@ def install_block(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | 
     else:
         line = "install: not checked (no reference for these cells)"
     images = sorted({block["images"] for block in checks.values()})
-    if "no image reference for this renderer" in images and not counts["differs"]:
-        line += "; no image reference for this renderer"
+    for missing in ("no image reference for this renderer", "no image reference for this seed"):
+        if missing in images and not counts["differs"]:
+            line += f"; {missing}"
     return {"line": line, "counts": counts, "differing_cells": differing, "differences": lines,
             "install": first.get("install") or {}, "references": sorted({b["reference"] for b in checks.values()
                                                                          if b.get("reference")})}

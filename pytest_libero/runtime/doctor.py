@@ -13,8 +13,8 @@ import time
 from typing import Any, Callable, Sequence
 
 from pytest_libero.core.cells import FAST_SEED, parse_cell_id
-from pytest_libero.core.fingerprint import (Check, Reference, check, images_summary, likely_cause,
-                                            probe_actions, renderer_family)
+from pytest_libero.core.fingerprint import (Check, Reference, check, images_summary, install_differences,
+                                            likely_cause, probe_actions, renderer_family)
 from pytest_libero.errors import EnvironmentFault, OptionError
 
 # The issue's two cells (MuJoCo 3.3.3 changes libero_10's physics and libero_spatial's images).
@@ -75,7 +75,7 @@ def run_doctor(service: Any, references: list[Reference], cells: Sequence[str], 
         tick = time.perf_counter()
         got = fingerprint_cell(service, cell_id, settle)
         install = got["observed"].get("install") or {}
-        result = check(references, cell_id, settle, got["observed"], got["probe_state_sha256"])
+        result = check(references, cell_id, settle, got["observed"], got["probe_state_sha256"], FAST_SEED)
         checks.append((cell_id, result))
         images = result.images
         write(f"{cell_id}: states {result.states}, after the probe {result.probe_states or 'not in the reference'}, "
@@ -104,6 +104,8 @@ def run_doctor(service: Any, references: list[Reference], cells: Sequence[str], 
     if not checked:
         write("install: not checked (no reference for these cells)")
         return 3
+    for line in install_differences(reference.made_with, install):
+        write(f"note: {line} (no difference on these cells)")
     within = any(c.images == "within tolerance" for _, c in checks)
     unchecked = [cell for cell, c in checks if not c.checked]
     write("install: matches the reference" + (" (images within the tolerance, not bit-identical)" if within else "")
