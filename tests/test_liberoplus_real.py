@@ -203,3 +203,25 @@ def test_a_user_asset_folder_is_linked_and_checked_and_the_default_link_comes_ba
         assert (package_dir() / "assets").resolve() == standard_assets().resolve()
     finally:
         service.close()
+
+
+def test_variants_give_the_same_records_forward_reversed_and_in_two_shards(default_run, tmp_path):
+    """Order independence (issue 26; tests/test_order_independence.py has RoboMemArena and LIBERO): the
+    robot-init and sensor-noise variants, forward in the default run (after other variants), reversed
+    and as two shards. Sensor noise draws from NumPy's global generator for every delivered image, so
+    the observation digests would differ if the generator's state depended on earlier episodes."""
+    from order_helpers import ARRANGEMENTS, assert_same_records, run_arrangements
+
+    pair = ["libero_plus-libero_spatial-v00259", "libero_plus-libero_spatial-v01375"]  # native order
+    (forward_dir,) = run_dirs(default_run[0] / "reports")
+    forward = {cell: record for cell, record in records(forward_dir).items() if cell in pair}
+    classification = write_classification(tmp_path / "task_classification.json")
+    args = ("--libero-benchmark", "libero_plus", "--libero-plus-classification", str(classification),
+            "--libero-plus-variants", ",".join(pair), "--libero-policy", "probe.py:Probe", "--libero-budget",
+            "decisions", "--libero-max-policy-calls", "2")
+    runs = run_arrangements(tmp_path, args, ARRANGEMENTS, files={"adversary.py": ADVERSARY, "probe.py": PROBE})
+    assert {name: run["order"] for name, run in runs.items()} == {
+        "reversed": pair[::-1], "shard 1/2": pair[:1], "shard 2/2": pair[1:]}, {
+        name: run["stdout"][-2000:] for name, run in runs.items()}
+    assert_same_records({"forward": forward, **{name: run["records"] for name, run in runs.items()}})
+    assert all(record["seeding"]["seed"] == record["cell"]["seed"] for record in forward.values())

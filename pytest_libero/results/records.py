@@ -137,6 +137,7 @@ def episode_record(result: Any, *, adapter: BenchmarkAdapter, context: Any, prot
         "video": video,
         "worker": worker,
         "compute": dict(compute, env_reused=private.get("env_reused")),
+        "seeding": private.get("seeding"),  # the service's own account (benchmarks/seeding.py)
         "scheduler": scheduler_fields(shard),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

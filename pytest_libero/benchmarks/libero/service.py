@@ -25,6 +25,7 @@ from pytest_libero.benchmarks.camera_gate import Gate, gate_cameras, render_now
 from pytest_libero.benchmarks.install_probe import fingerprint_of
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.benchmarks.robosuite_log import drop_macro_file_notice
+from pytest_libero.benchmarks.seeding import placing, seed_simulator, seeding_evidence
 from pytest_libero.benchmarks.libero.spec import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, SPEC
 from pytest_libero.core.contract import TRACKS, images_from_native
 from pytest_libero.errors import EnvironmentFault
@@ -311,7 +312,15 @@ def _warning_counts(inner_env: Any) -> tuple[int, ...]:
 
 
 class LiberoEpisode:
-    """One native episode: built by `start`, advanced by `submit`, closed by `finish`."""
+    """One native episode: built by `start`, advanced by `submit`, closed by `finish`.
+
+    Seeding (pytest_libero.benchmarks.seeding): the cell's seed is set on every process-wide
+    generator before the environment is built or taken from the cache, and again before its reset
+    (then env.seed, LIBERO's own np.random.seed, as before). The released init state then sets the
+    whole scene, so the seed changes no state here; it keeps the build and the reset's placement
+    draws from depending on earlier episodes."""
+
+    BENCHMARK = "LIBERO"
 
     def __init__(self, cell: dict[str, Any], control_cap: int, settle_controls: int,
                  allow_mismatch: bool, track: str = "rgb", cache: EnvCache | None = None,
@@ -338,29 +347,42 @@ class LiberoEpisode:
         if mismatched and not allow_mismatch:
             raise EnvironmentFault(f"{', '.join(mismatched)} of {suite} task {task_index} differ from the inventory")
         self.private["source_mismatch"] = mismatched
-        self._take_env(str(bddl_path), control_cap, track, cache if cache is not None else EnvCache(), reuse_env)
+        self._take_env(str(bddl_path), control_cap, track, cache if cache is not None else EnvCache(), reuse_env,
+                       int(cell["seed"]))
         # The adapter's protocol options: LIBERO-PRO runs carry the instruction source.
         self.language = delivered_instruction(entry, (options or {}).get("instruction_source"), self.env)
         try:
-            self.env.seed(cell["seed"])
-            self.env.reset()
+            self._seeded_reset()
             self.env.set_init_state(states[init_index])
             self._settle(start, settle_controls, settle_action)
         except BaseException:
             self.close()
             raise
 
-    def _take_env(self, key: str, control_cap: int, track: str, cache: EnvCache, reuse_env: bool) -> None:
-        """Take the task's environment from the cache (built when absent) and zero the counters."""
+    def _take_env(self, key: str, control_cap: int, track: str, cache: EnvCache, reuse_env: bool,
+                  seed: int) -> None:
+        """Seed the simulator side from the cell, take the task's environment from the cache (built
+        when absent) and zero the counters."""
+        self.seed = seed
+        self.private["seeding"] = seeding_evidence(seed)
         self.track = track
         self.control_cap = control_cap
         self.executed = 0
         self.first_success_control: int | None = None
         self.cache = cache
         self.reuse_env = reuse_env
-        self.env, self.gate, built = self.cache.get(key, reuse_env)
+        seed_simulator(seed)
+        with placing(self.BENCHMARK, seed, "building the environment"):
+            self.env, self.gate, built = self.cache.get(key, reuse_env)
         self.gate.timing = Timing()
         self.private["env_reused"] = not built
+
+    def _seeded_reset(self) -> None:
+        """Every generator set to the cell's seed, then LIBERO's env.seed and reset."""
+        seed_simulator(self.seed)
+        with placing(self.BENCHMARK, self.seed, "resetting the environment"):
+            self.env.seed(self.seed)
+            self.env.reset()
 
     def _settle(self, setup_start: float, settle_controls: int, settle_action: list[float] | None) -> None:
         """Close the setup timing, run the settling controls and keep the first observation.

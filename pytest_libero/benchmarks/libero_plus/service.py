@@ -209,7 +209,11 @@ def _noisy(image: np.ndarray, level: int) -> np.ndarray:
 
 
 class Episode(LiberoEpisode):
-    """One LIBERO-plus variant's episode (one trial, init state 0)."""
+    """One LIBERO-plus variant's episode (one trial, init state 0). Seeded as the libero adapter's
+    (before the build and the reset); the sensor noise applied to delivered images draws from
+    NumPy's global generator after that reset, so it too depends only on the cell."""
+
+    BENCHMARK = "LIBERO-plus"
 
     def __init__(self, cell: dict[str, Any], control_cap: int, settle_controls: int, allow_mismatch: bool,
                  track: str = "rgb", cache: EnvCache | None = None, reuse_env: bool = True,
@@ -234,13 +238,12 @@ class Episode(LiberoEpisode):
             "source_mismatch": [],
             "assets": state.assets_kind,
         }
-        self._take_env(str(bddl_path), control_cap, track, cache, reuse_env)
+        self._take_env(str(bddl_path), control_cap, track, cache, reuse_env, int(cell["seed"]))
         self.noise = int(getattr(self.env, "pytest_libero_noise", 0) or 0)
         self.language = self.env.language_instruction if options.get("clean_instructions") else lp.instruction(entry)
         self.language = " ".join(str(self.language).split())
         try:
-            self.env.seed(cell["seed"])
-            self.env.reset()
+            self._seeded_reset()
             self.env.set_init_state(states[0])
             robot = self.env.env.robots[0]
             if options.get("robot_init") == "apply":

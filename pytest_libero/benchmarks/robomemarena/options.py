@@ -29,6 +29,9 @@ SUITE = "robomemarena"
 # The bench service learns the checkout from its environment; another interpreter runs it when named.
 SERVICE_CHECKOUT_ENV = "PYTEST_LIBERO_ROBOMEMARENA_SERVICE_CHECKOUT"
 DEFAULT_TRACK = "openpi-compat"  # RoboMemArena's runner always gives the adapter its 8-d observation/state
+# How the service seeds (benchmarks/seeding.py), in the protocol identity since issue 26: runs seeded
+# before it (the build left unseeded) have another identity and are never mixed with runs made since.
+SEEDING = "cell seed on random and numpy.random before build and reset"
 # What the delivered images are: the contract's cameras, made the way RoboMemArena's runner makes
 # observation/image and observation/wrist_image (policy_adapter.build_eval26_policy_input),
 # mirrored left-right so that the contract's convention (looks upright, image[::-1, ::-1] of the
@@ -217,6 +220,10 @@ def select(settings: Mapping[str, Any], environ: Mapping[str, str] = os.environ)
         ("max_steps", max_steps), ("post_goal_steps", post_goal), ("resize_size", preset.resize_size),
         ("control_cap", max_steps), ("control_cap_source", cap_source),
         ("bddl_sha256", checkout.bddl_digest()),
+        # Every generator seeded from the cell before the build and the reset (benchmarks/seeding.py): a
+        # cell's scene no longer depends on the episodes before it, so runs made before this differ in
+        # identity and are never mixed with runs made since (docs/robomemarena.md, "Seeding").
+        ("seeding", SEEDING),
         *((f"scorer_sha256:{name}", digest) for name, digest in checkout.scorer_sha256),
     ]
     protocol = {"benchmark_options": tuple(options), "mode": "full" if full else "fast",

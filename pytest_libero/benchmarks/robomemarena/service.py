@@ -14,7 +14,12 @@ own code doing the scoring:
   render only for the controls whose observation is delivered or filmed (camera_gate: the same
   simulator states and images as rendering every control, which the runner does; the
   differential test compares every delivered image with the runner's);
-- reset: np.random.seed(seed) and env.seed(seed), env.reset(), then the settling controls;
+- seeding (pytest_libero.benchmarks.seeding): the cell's seed on Python's `random` and NumPy's global
+  generator before the environment is built or taken from the cache, so the build's placement draws
+  never depend on earlier episodes (the runner builds its env unseeded: docs/robomemarena.md);
+- reset: the same generators seeded again, np.random.seed(seed) and env.seed(seed) (the runner's),
+  env.reset(), then the settling controls; a scene the fork's sampler cannot place is an
+  environment error naming the sampler;
 - the adapter's observation: the checkout's `build_eval26_policy_input` (delivered as the contract's
   two images, mirrored back by the RoboMemArena adapter wrapper, and the 8-d observation/state);
 - each control: the action as float32 (the runner's `ensure_action_chunk`), env.step, then the
@@ -52,6 +57,7 @@ from pytest_libero.benchmarks.install_probe import fingerprint_of
 from pytest_libero.benchmarks.robomemarena import checkout as rc
 from pytest_libero.benchmarks.robomemarena.options import CAMERAS, SERVICE_CHECKOUT_ENV
 from pytest_libero.benchmarks.robosuite_log import drop_macro_file_notice
+from pytest_libero.benchmarks.seeding import placing, seed_simulator, seeding_evidence
 from pytest_libero.core.contract import TRACKS
 from pytest_libero.core.hashing import sha256_array, sha256_file
 from pytest_libero.errors import EnvironmentFault
@@ -242,7 +248,10 @@ class ArenaEpisode:
         bddl_path = common._resolve_bddl_path(self.task_id)
         self.language = common.get_prompt(task_key, bddl_path.stem)
         self.monitor = common._build_goal_monitor_dict(bddl_path)
-        self.env, reused = cache.get(self.task_id, str(bddl_path), reuse_env)
+        seed_simulator(self.seed)
+        with placing("RoboMemArena", self.seed, "building the environment"):
+            self.env, reused = cache.get(self.task_id, str(bddl_path), reuse_env)
+        seed_simulator(self.seed)
         np.random.seed(self.seed)
         try:
             self.env.seed(self.seed)
@@ -250,7 +259,8 @@ class ArenaEpisode:
             pass
         self.gate = cache.gate
         self.gate.timing = Renders()
-        raw = self.env.reset()
+        with placing("RoboMemArena", self.seed, "resetting the environment"):
+            raw = self.env.reset()
         reset_state = _sim_state(self.env)
         self.timing = {"setup_s": 0.0, "settle_s": 0.0, "simulation_s": 0.0}
         settle_start = time.perf_counter()
@@ -271,7 +281,8 @@ class ArenaEpisode:
         self.first_raw = self.raw = raw
         self._last_input: tuple[Any, Any] = (None, None)
         self.private = {"bddl_sha256": sha256_file(Path(bddl_path)), "init_states_file_sha256": None,
-                        "selected_state_sha256": sha256_array(reset_state), "env_reused": reused}
+                        "selected_state_sha256": sha256_array(reset_state), "env_reused": reused,
+                        "seeding": seeding_evidence(self.seed)}
         self.timing["setup_s"] = time.perf_counter() - setup_start - self.timing["settle_s"]
 
     def _policy_input(self, raw: Any) -> dict[str, Any]:
