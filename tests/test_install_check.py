@@ -174,3 +174,17 @@ def test_the_shipped_llvmpipe_reference_is_whole_and_says_what_made_it():
     assert shipped.protocol == dict(SETTLE, seed=20260907)
     assert all(set(c) >= {"state_sha256", "probe_state_sha256", "images"} for c in shipped.cells.values())
     copy.deepcopy(shipped)
+
+
+def test_a_failing_fingerprint_is_reported_not_a_lost_episode():
+    from types import SimpleNamespace
+
+    from pytest_libero.runtime.server import _fingerprint
+
+    def broken():
+        raise AttributeError("'Env' object has no attribute 'sim'")
+
+    assert _fingerprint(SimpleNamespace(fingerprint=broken)) == {
+        "unavailable": "AttributeError: 'Env' object has no attribute 'sim'"}
+    assert _fingerprint(SimpleNamespace()) is None
+    assert _fingerprint(SimpleNamespace(fingerprint=lambda: {"state_sha256": "a"})) == {"state_sha256": "a"}

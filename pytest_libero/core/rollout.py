@@ -240,8 +240,12 @@ class _Rollout:
         })
         result.language = started["language"]
         result.settling_controls = started["settling_controls"]
-        if started.get("fingerprint") is not None:  # no extra simulation: the first observation's own
-            result.install_observed = dict(started["fingerprint"], images=images_summary(started["observation"]))
+        fingerprint = started.get("fingerprint")
+        if fingerprint is not None and "unavailable" in fingerprint:
+            result.warnings.append(f"install check unavailable: the service's fingerprint failed: "
+                                   f"{fingerprint['unavailable']}")
+        elif fingerprint is not None:  # no extra simulation: the first observation's own
+            result.install_observed = dict(fingerprint, images=images_summary(started["observation"]))
         self._charge_late_reply("start")
         return started["observation"], started.get("state")
 
