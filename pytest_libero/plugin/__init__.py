@@ -454,11 +454,12 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
 
     stop = check_episode(request.config, libero_run, libero_cell, result)  # the install check
     row = request.node.stash[RESULT_KEY] = files.write(result)
-    if fault is not None:
-        pytest.fail(f"{Outcome.ENV_ERROR}: {fault}", pytrace=False)
     if stop is not None:
         row[STOP_FIELD] = stop  # the controller stops the session (plugin/install_check.py)
         request.session.shouldstop = stop
+    if fault is not None:
+        pytest.fail(f"{Outcome.ENV_ERROR}: {fault}", pytrace=False)
+    if stop is not None:
         pytest.fail(stop, pytrace=False)
     return EpisodeVerdict(result)
 
