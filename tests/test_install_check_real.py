@@ -126,19 +126,17 @@ def test_a_run_under_mujoco_333_reports_the_drift_at_each_cells_start(mujoco_333
 
 
 def test_a_pinned_run_matches_and_require_reference_stops_at_a_cell_without_one(tmp_path):
-    # The standard schedule (environment seed 7, settling as fast mode's), one task's init states 0
-    # (in the reference, made at fast mode's seed), 2 (not in it) and 3: state 0's physics matches and
-    # its images have no reference at seed 7; the run stops after state 2's episode, whose record is
-    # written; state 3 is never run.
+    # The standard schedule at fast mode's environment seed (the reference's), one task's init states
+    # 0 (in the reference), 2 (not in it) and 3: state 0 matches, images included; the run stops after
+    # state 2's episode, whose record is written; state 3 is never run.
     done = run([sys.executable, "-m", "pytest", *RUN, "--libero-mode", "full", "--libero-schedule", "standard",
-                "--libero-scope", "task_coverage", "--libero-suite", "libero_spatial", "--libero-task-ids", "0",
-                "--libero-init-states", "0,2,3", "--libero-require-reference",
+                "--libero-seeds", "20260907", "--libero-scope", "task_coverage", "--libero-suite", "libero_spatial",
+                "--libero-task-ids", "0", "--libero-init-states", "0,2,3", "--libero-require-reference",
                 "--libero-output", str(tmp_path / "out")], cwd=tmp_path)
     run_dir, found = records(tmp_path / "out")
-    first, second, third = (found[f"libero_spatial-t00-s0{i}"] for i in (0, 2, 3))
-    assert first["install"]["verdict"] == "matches" and first["install"]["states"] == "match"
-    assert first["install"]["line"] == ("install: physics matches the reference; no image reference for this "
-                                        "environment seed")
+    first, second, third = (found[f"libero_spatial-t00-s0{i}-seed20260907"] for i in (0, 2, 3))
+    assert (first["install"]["states"], first["install"]["images"]) == ("match", "match")
+    assert first["install"]["line"] == "install: matches the reference"
     assert second["install"]["verdict"] == "not checked"
     assert second["outcome"]["outcome"] == "failure"  # the episode's own outcome is kept
     assert third["outcome"]["outcome"] == "not_run"
