@@ -60,11 +60,14 @@ def renderer_string(make_current: Callable[[], None] | None = None) -> str | Non
 
 
 _RENDERER: dict[str, str] = {}  # the service process's renderer string, read once
+_VERSIONS: dict[str, dict[str, str | None]] = {}  # and its versions
 
 
 def environment(make_current: Callable[[], None] | None = None) -> dict[str, Any]:
     """The install's description: versions, GL backend (MUJOCO_GL) and renderer string."""
-    return {"versions": versions(), "gl_backend": os.environ.get("MUJOCO_GL"),
+    if "versions" not in _VERSIONS:  # read once per service process (13 ms here)
+        _VERSIONS["versions"] = versions()
+    return {"versions": dict(_VERSIONS["versions"]), "gl_backend": os.environ.get("MUJOCO_GL"),
             "renderer": renderer_string(make_current),
             "lp_num_threads": os.environ.get("LP_NUM_THREADS")}
 
