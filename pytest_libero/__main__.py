@@ -5,7 +5,9 @@
 `python -m pytest_libero power --baseline 0.6 --effect 0.1 --discordance 0.2` prints the pairs a
 paired comparison needs, fixed-n and sequential (pytest_libero.core.sequential);
 `python -m pytest_libero submit slurm|k8s ... -- <pytest options>` and `status RUN` run shards on a
-cluster (pytest_libero.results.cluster)."""
+cluster (pytest_libero.results.cluster);
+`python -m pytest_libero doctor` checks this install against the frozen reference
+(pytest_libero.runtime.doctor, docs/install-check.md)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("out_dir", type=Path, help="the merged run folder (new, or an earlier merge)")
     merge.add_argument("run_dirs", type=Path, nargs="+", help="shard run folders (reports/<profile>/<run-id>)")
     add_study_commands(commands)
+    doctor = commands.add_parser("doctor", help="check this install (MuJoCo, robosuite, LIBERO, NumPy, GL) against "
+                                 "the frozen reference on a sample of cells (about a minute)")
+    doctor.add_argument("--benchmark", default="libero", help="the benchmark (default libero)")
+    doctor.add_argument("--cells", nargs="+", default=None, metavar="CELL",
+                        help="cell ids to check (default: libero_spatial-t00-s00 libero_10-t00-s00)")
     from pytest_libero.cluster_cli import add_cluster_commands, run_cluster_command, split_pytest_args
 
     add_cluster_commands(commands)
@@ -37,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         return _merge(args.out_dir, args.run_dirs)
     if args.command == "power":
         return _power(args)
+    if args.command == "doctor":
+        return _doctor(args)
     if args.command in ("compare", "schedule"):
         return run_study_command(args)
     run_dir: Path = args.run_dir
@@ -84,6 +93,33 @@ def _merge(out_dir: Path, run_dirs: list[Path]) -> int:
         print(f"unattempted cells: {' '.join(summary['unattempted'])}")
     print(f"wrote {out_dir / 'summary.json'} and {out_dir / 'report.html'}")
     return 0 if not summary["unattempted"] else 3
+
+
+def _doctor(args: Any) -> int:
+    import os
+
+    from pytest_libero import benchmarks
+    from pytest_libero.core.fingerprint import load_references, protocol_key
+    from pytest_libero.core.protocol import SETTLE_CONTROLS
+    from pytest_libero.errors import LiberoError
+    from pytest_libero.runtime.doctor import DEFAULT_CELLS, run_doctor
+    from pytest_libero.runtime.service import BenchService
+
+    try:
+        adapter = benchmarks.get(args.benchmark)
+    except LiberoError as exc:
+        print(f"python -m pytest_libero doctor: error: {exc}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    settle = protocol_key(SETTLE_CONTROLS, adapter.spec.settle_action)
+    service = BenchService(env=benchmarks.service_env(adapter, None))
+    try:
+        return run_doctor(service, load_references(adapter.name), args.cells or DEFAULT_CELLS, settle)
+    except LiberoError as exc:
+        print(f"python -m pytest_libero doctor: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        service.close()
 
 
 def _power(args: Any) -> int:

@@ -22,6 +22,7 @@ from pytest_libero.core.cells import Cell
 from pytest_libero.core.chunk_evidence import chunk_entry
 from pytest_libero.core.contract import STOP, Counters, Observation, seal_observation, validate_chunk
 from pytest_libero.errors import ActionError, EnvironmentFault, PolicyFault
+from pytest_libero.core.fingerprint import images_summary
 from pytest_libero.core.hashing import image_hashes
 from pytest_libero.core.outcomes import Outcome, Termination
 from pytest_libero.core.policy import KeepsDeadline
@@ -70,6 +71,10 @@ class EpisodeResult:
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
     protocol_identity: str = ""
+    # The install check (core/fingerprint.py): what the first observation was (the service's
+    # fingerprint plus the delivered images' summaries), and the check's record block.
+    install_observed: dict[str, Any] | None = None
+    install_check: dict[str, Any] | None = None
 
     def counters_line(self) -> str:
         return (f"{self.policy_calls} policy calls, {self.action_decisions} action decisions, "
@@ -235,6 +240,12 @@ class _Rollout:
         })
         result.language = started["language"]
         result.settling_controls = started["settling_controls"]
+        fingerprint = started.get("fingerprint")
+        if fingerprint is not None and "unavailable" in fingerprint:
+            result.warnings.append(f"install check unavailable: the service's fingerprint failed: "
+                                   f"{fingerprint['unavailable']}")
+        elif fingerprint is not None:  # no extra simulation: the first observation's own
+            result.install_observed = dict(fingerprint, images=images_summary(started["observation"]))
         self._charge_late_reply("start")
         return started["observation"], started.get("state")
 

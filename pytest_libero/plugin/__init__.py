@@ -119,6 +119,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
             config.pluginmanager.register(SequentialStop(config, run, config.stash[RUN_DIR_KEY].path,
                                                          config.stash[RESUMED_KEY]), "libero-sequential")
+        if run.require_reference:
+            from pytest_libero.plugin.install_check import InstallStop
+
+            config.pluginmanager.register(InstallStop(config), "libero-install-stop")
         if config.pluginmanager.hasplugin("html"):
             from pytest_libero.plugin.html_report import HtmlReport
 
@@ -446,9 +450,17 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     except EnvironmentFault as exc:
         fault, result = exc, exc.partial  # type: ignore[attr-defined]
     result.warnings.extend(libero_source_check)
-    request.node.stash[RESULT_KEY] = files.write(result)
+    from pytest_libero.plugin.install_check import STOP_FIELD, check_episode
+
+    stop = check_episode(request.config, libero_run, libero_cell, result)  # the install check
+    row = request.node.stash[RESULT_KEY] = files.write(result)
+    if stop is not None:
+        row[STOP_FIELD] = stop  # the controller stops the session (plugin/install_check.py)
+        request.session.shouldstop = stop
     if fault is not None:
         pytest.fail(f"{Outcome.ENV_ERROR}: {fault}", pytrace=False)
+    if stop is not None:
+        pytest.fail(stop, pytrace=False)
     return EpisodeVerdict(result)
 
 

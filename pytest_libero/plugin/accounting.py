@@ -230,6 +230,10 @@ class Accounting:
 
             for line in sequential_lines(summary):
                 tr.write_line(line, bold=True)
+            from pytest_libero.results.install import lines as install_lines
+
+            for line in install_lines(summary):
+                tr.write_line(line, bold=True, red=line.startswith("WARNING"))
 
             for line in throughput_lines(self._summary[0].get("throughput") or {}):
                 tr.write_line(line)

@@ -110,6 +110,11 @@ def addoptions(parser: pytest.Parser) -> None:
                     action="store_true", default=False,
                     help="Run even if installed LIBERO files differ from the frozen inventory "
                          "(a warning is recorded on every result)")
+    group.addoption("--libero-require-reference", dest="libero_require_reference", action="store_true",
+                    default=False,
+                    help="Stop the run when a cell's first observation differs from the install reference "
+                         "(catalog/fingerprints; docs/install-check.md) or cannot be checked; without it a "
+                         "difference is a warning on the record, the summary, the terminal and the page")
     group.addoption("--libero-output", dest="libero_output", default=None, metavar="DIR",
                     help="Root folder of run outputs (default: reports/ under the rootdir); each run "
                          "writes <root>/<policy profile>/<run id>/")
@@ -240,6 +245,7 @@ class LiberoRun:
     context: Any = None  # the adapter's own run settings (its Selection's context)
     run_fields: Mapping[str, Any] = dataclasses_field(default_factory=dict)  # its Selection's, for run.json
     comparison: Any = None  # --libero-against: run A's side (results.sequential.Against); cells in its order
+    require_reference: bool = False  # --libero-require-reference
 
     @property
     def benchmark(self) -> str:
@@ -316,7 +322,7 @@ def build_run(config: pytest.Config) -> LiberoRun:
                      gpus=opt("libero_gpus"), episode_timeout_s=episode_timeout, resume=opt("libero_resume"),
                      resume_keep_errors=keep_errors, shard=shard, all_cells=cells,
                      adapter=adapter, context=selection.context, run_fields=selection.run_fields,
-                     comparison=comparison)
+                     comparison=comparison, require_reference=opt("libero_require_reference"))
 
 
 def _select(config: pytest.Config, adapter: BenchmarkAdapter) -> Selection:

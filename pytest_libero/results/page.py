@@ -208,7 +208,9 @@ def summary_block(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkA
         identities=summary.get("protocol_identities"), review_page=review_page,
         groups=groups, unattempted=summary["unattempted"], rate=rate_text, extra_lines=schedule_lines(summary),
         chart=base64.b64encode(chart_png).decode())
-    return block + sequential_block(summary) + adapter.html_block(summary)
+    from pytest_libero.results.install import html_block as install_html
+
+    return block + install_html(summary) + sequential_block(summary) + adapter.html_block(summary)
 
 
 PAGE_FIELDS = ("cell", "suite", "task", "status", "outcome", "termination", "message", "language", "counters",

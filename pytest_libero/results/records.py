@@ -141,6 +141,8 @@ def episode_record(result: Any, *, adapter: BenchmarkAdapter, context: Any, prot
         "scheduler": scheduler_fields(shard),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if getattr(result, "install_check", None) is not None:
+        record["install"] = result.install_check  # the install check (docs/install-check.md)
     adapter.record_fields(record, private)
     return record
 

@@ -172,6 +172,11 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
     summary.update(adapter.summary_blocks(cells, records, group, summary))
     if manifest.get("comparison"):  # a run against a finished run A (--libero-against)
         summary["sequential"] = sequential_block(manifest["comparison"], records, adapter)
+    from pytest_libero.results.install import install_block
+
+    install = install_block(records)  # the install check (docs/install-check.md)
+    if install is not None:
+        summary["install"] = install
     add_earlier_attempts(summary, run_dir)
     return summary
 

@@ -109,7 +109,8 @@ class _Requests:
             return {"language": episode.language,
                     "observation": episode.observation(episode.first_raw),
                     "state": episode.state(episode.first_raw),
-                    "settling_controls": episode.settling_controls}
+                    "settling_controls": episode.settling_controls,
+                    "fingerprint": _fingerprint(episode)}
         if op == "submit":
             assert self.episode is not None, "submit before start"
             return self.episode.submit(**payload)
@@ -129,6 +130,18 @@ class _Requests:
             self.episode.close()
         if self.cache is not None:
             self.cache.close()
+
+
+def _fingerprint(episode: Any) -> dict[str, Any] | None:
+    """The install check's service half (docs/install-check.md); None for a module without one.
+    A fingerprint that fails is reported, never a reason to lose the episode."""
+    fingerprint = getattr(episode, "fingerprint", None)
+    if fingerprint is None:
+        return None
+    try:
+        return fingerprint()  # type: ignore[no-any-return]
+    except Exception as exc:  # noqa: BLE001
+        return {"unavailable": f"{type(exc).__name__}: {exc}"}
 
 
 if __name__ == "__main__":

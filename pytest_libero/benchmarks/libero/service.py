@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from pytest_libero.benchmarks.camera_gate import Gate, gate_cameras, render_now
+from pytest_libero.benchmarks.install_probe import fingerprint_of
 from pytest_libero.benchmarks.libero import catalog
 from pytest_libero.benchmarks.robosuite_log import drop_macro_file_notice
 from pytest_libero.benchmarks.seeding import placing, seed_simulator, seeding_evidence
@@ -457,6 +458,12 @@ class LiberoEpisode:
         return {"executed": executed_now, "executed_total": self.executed, "success": success,
                 "truncated": truncated, "observation": delivered, "state": state,
                 "frames": rendered if frames else None}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The install check's service half, at the first observation (no simulation): the settled
+        simulator state's digest and the install (versions, GL backend, renderer string). The
+        images' digests and summary are taken by the worker from the delivered observation."""
+        return fingerprint_of(self.env.get_sim_state(), self.env.env.sim)
 
     def render_now(self) -> dict[str, np.ndarray]:
         """Render both cameras at the current state (for the video's last frame; no physics)."""

@@ -53,6 +53,7 @@ from typing import Any, Callable
 import numpy as np
 
 from pytest_libero.benchmarks.camera_gate import Gate, Renders, gate_cameras, render_now
+from pytest_libero.benchmarks.install_probe import fingerprint_of
 from pytest_libero.benchmarks.robomemarena import checkout as rc
 from pytest_libero.benchmarks.robomemarena.options import CAMERAS, SERVICE_CHECKOUT_ENV
 from pytest_libero.benchmarks.robosuite_log import drop_macro_file_notice
@@ -341,6 +342,10 @@ class ArenaEpisode:
         return {"executed": executed_now, "executed_total": self.executed, "success": success,
                 "truncated": self.ended and not success, "observation": delivered, "state": state,
                 "frames": rendered if frames else None}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The install check's service half at the first observation (pytest_libero.benchmarks.install_probe)."""
+        return fingerprint_of(_sim_state(self.env), self.env.sim)
 
     def finish(self, final_frame: bool = False) -> dict[str, Any]:
         stages = self.stages
