@@ -117,7 +117,7 @@ def test_pending_requests_of_several_workers_are_batched_and_keep_per_episode_st
     def worker(i):
         policy = HostPolicy(host.address, timeout_s=30, worker=f"gw{i}")
         episodes = []
-        for episode in range(2):
+        for _ in range(2):
             policy.reset(f"task {i}")
             answers = [policy.act(f"task {i}") for _ in range(3)]
             episodes.append((answers, policy.episode_timing()))
@@ -202,7 +202,7 @@ def test_the_episode_deadline_bounds_a_call_and_the_next_episode_goes_on(start_h
     policy.reset("a")
     policy.set_deadline(time.monotonic() + 0.3)
     tick = time.monotonic()
-    with pytest.raises(HostPolicyError, match=r"episode deadline \(--libero-episode-timeout\) passed inside policy act"):
+    with pytest.raises(HostPolicyError, match=r"deadline \(--libero-episode-timeout\) passed inside policy act"):
         policy.act("slow")
     assert time.monotonic() - tick < 1.5
     policy.set_deadline(None)

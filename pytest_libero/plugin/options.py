@@ -260,7 +260,8 @@ class LiberoRun:
         """How the engine runs an episode of `suite` under these options."""
         return EpisodeSettings(allow_source_mismatch=self.allow_source_mismatch,
                                deadline_s=self.episode_deadline_s(suite),
-                               interrupt_policy=self.isolation == "none",  # a process or host policy has its own deadline
+                               # a process or host policy keeps its own deadline
+                               interrupt_policy=self.isolation == "none",
                                video_rate=self.video_rate, reuse_env=self.reuse_env)
 
 

@@ -203,7 +203,7 @@ class Host:
                 self.busy_since = None
             compute = time.monotonic() - started
             self.batches[len(batch)] += 1
-            for pending, answer in zip(batch, answers):
+            for pending, answer in zip(batch, answers, strict=True):
                 if isinstance(answer, BaseException):
                     pending.client.send(_error(answer))
                 else:
