@@ -293,8 +293,9 @@ def _build_policy(config: pytest.Config, run: LiberoRun) -> Any:
             policy = ProcessPolicy(spec, timeout_s=run.policy_timeout_s)
         elif run.isolation == "host":
             from pytest_libero.plugin import policy_host
+            from pytest_libero.plugin.gpus import pinned
 
-            policy = policy_host.client(config, run, _policy_paths(run))
+            policy = policy_host.client(config, run, _policy_paths(run), pinned(config))
         else:
             policy = config.hook.pytest_libero_make_policy(config=config, spec=spec)
             if policy is None:

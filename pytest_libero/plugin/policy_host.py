@@ -91,17 +91,14 @@ def start_for_xdist(config: pytest.Config, run: Any, paths: tuple[str, ...]) -> 
     config.pluginmanager.register(XdistHosts(config), "libero-policy-hosts")
 
 
-def client(config: pytest.Config, run: Any, paths: tuple[str, ...]) -> HostPolicy:
+def client(config: pytest.Config, run: Any, paths: tuple[str, ...], gpu: dict[str, Any] | None) -> HostPolicy:
     """This process's policy: a client of its GPU's host (an xdist worker's from workerinput; a
-    single process starts its host first)."""
-    from pytest_libero.plugin.gpus import pinned
-
+    single process, pinned to `gpu`, starts its host first)."""
     workerinput = getattr(config, "workerinput", None)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     if workerinput is not None:
         address = workerinput["libero_policy_host"]
     else:
-        gpu = pinned(config)
         start_hosts(config, run, [gpu], paths)
         address = config.stash[HOSTS_KEY][host_name(gpu)].address
     return HostPolicy(address, timeout_s=run.policy_timeout_s, worker=worker)
