@@ -107,7 +107,7 @@ def addoptions(parser: pytest.Parser) -> None:
                          "and batching their requests (docs/policy-host.md)")
     group.addoption("--libero-policy-timeout", dest="libero_policy_timeout", type=float, default=300.0,
                     metavar="SECONDS", help="Deadline per policy call under --libero-policy-isolation process "
-                                            "(default 300)")
+                                            "or host (default 300)")
     group.addoption("--libero-allow-source-mismatch", dest="libero_allow_source_mismatch",
                     action="store_true", default=False,
                     help="Run even if installed LIBERO files differ from the frozen inventory "
