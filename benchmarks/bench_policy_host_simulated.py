@@ -7,7 +7,8 @@ runs the cost-model policy (bench_policy_host_model.py: a simulated GPU, a batch
 a + b*B). Per worker count it prints achieved observations/s, the ideal (the best any scheduler
 can do, and the naive min(simulator, policy capacity)), achieved/ideal, the batch sizes the host
 formed, the mean queue wait and the host's own overhead per request (round trip minus queue wait
-minus the policy's compute: socket, pickling, threads).
+minus the policy's compute: socket, pickling, threads), and the same workers with per-worker
+copies of the cost model (batch 1, taking turns on the one device lock) for host/copies.
 
 Simulator cost: 7.3 observations/s per LIBERO shard (the issue's measured figure) with K=5: 27.4 ms
 per control. Policy: a = 100 ms, b = 8 ms (see bench_policy_host_model.py for their sources).
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_policy_host_model import ideal  # noqa: E402
+from bench_policy_host_model import CostModel, ideal  # noqa: E402
 
 from pytest_libero.core.contract import Counters, Observation  # noqa: E402
 from pytest_libero.core.policy import PolicySpec  # noqa: E402
@@ -111,6 +112,41 @@ def run(workers: int, seconds: float, control_s: float, k: int, a_ms: float, b_m
             "batch_mean": formed, "batch_max": max(sizes, default=0)}
 
 
+def run_copies(workers: int, seconds: float, control_s: float, k: int, a_ms: float, b_ms: float) -> float:
+    """Observations/s of per-worker copies: each worker thread calls its own CostModel (batch 1), the
+    copies sharing the one device lock (a file lock, as separate processes would)."""
+    lock = os.path.join(tempfile.mkdtemp(prefix="libero-bench-copies-"), "gpu.lock")
+    stop, counted, guard = threading.Event(), collections.Counter(), threading.Lock()
+    start_line = threading.Barrier(workers + 1)
+
+    def worker(i: int) -> None:
+        model = CostModel(a_ms=a_ms, b_ms=b_ms, rows=k, lock=lock)
+        obs = observation(f"task {i}")
+        model.reset(obs.language)
+        start_line.wait()
+        while not stop.is_set():
+            time.sleep(k * control_s)
+            model.act(obs)
+            with guard:
+                counted["obs"] += 1
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(workers)]
+    for t in threads:
+        t.start()
+    start_line.wait()
+    time.sleep(min(5.0, seconds / 3))
+    with guard:
+        counted.clear()
+    tick = time.monotonic()
+    time.sleep(seconds)
+    with guard:
+        rate = counted["obs"] / (time.monotonic() - tick)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    return rate
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, nargs="+", default=[8, 32, 64])
@@ -123,6 +159,7 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=None, help="default: the worker count")
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--calls-per-episode", type=int, default=50)
+    parser.add_argument("--no-copies", action="store_true", help="skip the per-worker copies baseline")
     args = parser.parse_args()
     print(f"SIMULATION: simulator {args.k} x {args.control_ms:.1f} ms per observation (7.3 obs/s per shard), "
           f"policy a={args.a_ms:g} ms + b={args.b_ms:g} ms x batch under one device lock; load {os.getloadavg()}")
@@ -135,6 +172,11 @@ def main() -> None:
                   f"(/naive {r['rate'] / r['naive']:.2f}); batch mean {r['batch_mean']:.1f} max {r['batch_max']}; "
                   f"queue wait {r['queue_ms']:.0f} ms; host overhead per request {r['overhead_ms']:.1f} ms "
                   f"(p95 {r['overhead_p95_ms']:.1f}); load {open('/proc/loadavg').read().split()[:3]}", flush=True)
+            if not args.no_copies:
+                copies = run_copies(workers, args.seconds, args.control_ms / 1000, args.k, args.a_ms, args.b_ms)
+                print(f"workers {workers:3d} run {repeat + 1}: per-worker copies (batch 1, one device lock) "
+                      f"{copies:.1f} obs/s; host/copies {r['rate'] / copies:.2f}; "
+                      f"load {open('/proc/loadavg').read().split()[:3]}", flush=True)
 
 
 if __name__ == "__main__":
