@@ -1,6 +1,6 @@
 """Benchmark 2: the policy host past this machine's cores, with a SIMULATED simulator and GPU.
 
-Each "worker" is a thread with its own HostPolicy connection (as an xdist worker has), looping:
+Each "worker" is a process with its own HostPolicy connection (as an xdist worker has), looping:
 simulate K controls (sleep K x the per-control cost), then ask the host for a chunk with a real
 LIBERO-sized observation (two 256x256x3 uint8 images, pickled over the host's socket). The host
 runs the cost-model policy (bench_policy_host_model.py: a simulated GPU, a batch of B costs
@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import multiprocessing
 import os
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,64 +47,69 @@ def observation(language: str) -> Observation:
     return Observation(language, images, Counters(0, 0, 0))
 
 
+def _worker(i: int, address: dict[str, str], k: int, control_s: float, calls_per_episode: int, ready: Any,
+            measuring: Any, stop: Any, results: Any) -> None:
+    """One simulated xdist worker (a process): simulate, ask the host, count while measuring."""
+    policy = HostPolicy(address, timeout_s=600, worker=f"w{i}")
+    obs = observation(f"task {i}")
+    count, queue, overhead = 0, [], []
+    ready.release()
+    while not stop.is_set():
+        policy.reset(f"task {i}")
+        for _ in range(calls_per_episode):
+            time.sleep(k * control_s)  # the simulated simulator
+            before = dict(policy.episode_timing())
+            tick = time.monotonic()
+            policy.act(obs)
+            took = time.monotonic() - tick
+            after = policy.episode_timing()
+            if measuring.is_set() and not stop.is_set():
+                q = after["policy_queue_s"] - before.get("policy_queue_s", 0.0)
+                c = after["policy_host_compute_s"] - before.get("policy_host_compute_s", 0.0)
+                count += 1
+                queue.append(q)
+                overhead.append(took - q - c)
+            if stop.is_set():
+                break
+    policy.close()
+    results.put((count, queue, overhead))
+
+
 def run(workers: int, seconds: float, control_s: float, k: int, a_ms: float, b_ms: float, max_batch: int,
         max_wait_ms: float, calls_per_episode: int) -> dict[str, float]:
     folder = tempfile.mkdtemp(prefix="libero-bench-host-")
     spec = PolicySpec(f"{MODEL}:cost_model", {"a_ms": a_ms, "b_ms": b_ms, "lock": os.path.join(folder, "gpu.lock")})
     host = PolicyHost(spec, HostSettings(max_batch=max_batch, max_wait_ms=max_wait_ms), folder, "bench")
     host.start()
-    stop = threading.Event()
-    counted = collections.Counter()
-    queue, overhead, sizes = [], [], collections.Counter()
-    lock = threading.Lock()
-    start_line = threading.Barrier(workers + 1)
-
-    def worker(i: int) -> None:
-        policy = HostPolicy(host.address, timeout_s=600, worker=f"w{i}")
-        obs = observation(f"task {i}")
-        start_line.wait()
-        while not stop.is_set():
-            policy.reset(f"task {i}")
-            for _ in range(calls_per_episode):
-                time.sleep(k * control_s)  # the simulated simulator
-                before = dict(policy.episode_timing())
-                tick = time.monotonic()
-                policy.act(obs)
-                took = time.monotonic() - tick
-                after = policy.episode_timing()
-                q = after["policy_queue_s"] - before.get("policy_queue_s", 0.0)
-                c = after["policy_host_compute_s"] - before.get("policy_host_compute_s", 0.0)
-                with lock:
-                    if not stop.is_set():
-                        counted["obs"] += 1
-                        queue.append(q)
-                        overhead.append(took - q - c)
-                if stop.is_set():
-                    break
-        policy.close()
-
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(workers)]
-    for t in threads:
-        t.start()
-    start_line.wait()
-    warm = min(5.0, seconds / 3)
-    time.sleep(warm)
-    with lock:
-        counted.clear(), queue.clear(), overhead.clear()
-        before = dict(host.stats().get("batches", {}))
+    context = multiprocessing.get_context("fork")
+    ready, measuring, stop, results = context.Semaphore(0), context.Event(), context.Event(), context.Queue()
+    processes = [context.Process(target=_worker, args=(i, host.address, k, control_s, calls_per_episode, ready,
+                                                       measuring, stop, results), daemon=True)
+                 for i in range(workers)]
+    for process in processes:
+        process.start()
+    for _ in processes:
+        ready.acquire()
+    time.sleep(min(5.0, seconds / 3))
+    before = dict(host.stats().get("batches", {}))
+    measuring.set()
     tick = time.monotonic()
     time.sleep(seconds)
-    with lock:
-        elapsed, done = time.monotonic() - tick, counted["obs"]
-        q_mean = sum(queue) / max(1, len(queue))
-        o_sorted = sorted(overhead)
-    batches = host.stats().get("batches", {})
     stop.set()
-    for t in threads:
-        t.join(30)
+    elapsed = time.monotonic() - tick
+    batches = host.stats().get("batches", {})
+    done, queue, overhead = 0, [], []
+    for _ in processes:
+        count, q, o = results.get(timeout=120)
+        done, queue, overhead = done + count, queue + q, overhead + o
+    for process in processes:
+        process.join(30)
     host.close()
+    sizes: collections.Counter[int] = collections.Counter()
     for size, calls in batches.items():
         sizes[size] = calls - before.get(size, 0)
+    q_mean = sum(queue) / max(1, len(queue))
+    o_sorted = sorted(overhead)
     rate = done / elapsed
     best, naive = ideal(workers, k * control_s, a_ms / 1000, b_ms / 1000, max_batch)
     formed = sum(s * c for s, c in sizes.items()) / max(1, sum(sizes.values()))
