@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from pytest_libero.core.contract import Observation, Stop, check_image_convention
@@ -44,6 +45,41 @@ class KeepsDeadline(Protocol):
 
     def set_deadline(self, deadline: float | None) -> None:
         """Bound every call until `deadline` (time.monotonic()) by the time left; None lifts it."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRequest:
+    """One pending decision in a batch (`--libero-policy-isolation host`).
+
+    `key` names the episode (unique within the run: the host never reuses one); `first` is True
+    on the episode's first call, where a policy's `reset(language)` would have started it (the
+    language is `observation.language`). A batched policy keeps any per-episode state under `key`.
+    """
+
+    key: str
+    observation: Observation
+    first: bool
+
+
+@runtime_checkable
+class BatchedPolicy(Protocol):
+    """Optional: a policy the policy host may call with several episodes' observations at once.
+
+    `act_batch(requests)` returns one entry per request, in order: a chunk, STOP, or an Exception
+    instance, which fails that request's episode only (policy_error). An exception raised by
+    `act_batch` itself fails every episode of the batch (the host cannot tell whose it was). The
+    host never calls `reset` of a batched policy (episodes interleave; `first` starts one) and
+    calls `end_episode(key)`, when the policy has it, once an episode is over. The same object
+    still needs `reset` and `act` for runs without the host (docs/writing-adapters.md).
+    """
+
+    def act_batch(self, requests: Sequence[BatchRequest]) -> Sequence[ActionChunk | Stop | Exception]:
+        """One answer per request, in the requests' order."""
+
+
+def is_batched(policy: Any) -> bool:
+    """Whether `policy` has a callable `act_batch` (BatchedPolicy)."""
+    return callable(getattr(policy, "act_batch", None))
 
 
 @dataclass(frozen=True, slots=True)

@@ -270,10 +270,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config.stash[POLICY_KEY] = _build_policy(config, config.stash[RUN_KEY])
 
 
+def _policy_paths(run: LiberoRun) -> tuple[str, ...]:
+    return tuple(getattr(run.adapter, "policy_paths", lambda context: ())(run.context))
+
+
 def _add_policy_paths(run: LiberoRun) -> None:
     """A benchmark may make modules of its own importable to policies (optional `policy_paths(context)`:
     RoboMemArena's adapters import its policy_adapter from the checkout)."""
-    for path in getattr(run.adapter, "policy_paths", lambda context: ())(run.context):
+    for path in _policy_paths(run):
         if path not in sys.path:
             sys.path.append(path)
 
@@ -291,6 +295,11 @@ def _build_policy(config: pytest.Config, run: LiberoRun) -> Any:
             from pytest_libero.runtime.isolation import ProcessPolicy
 
             policy = ProcessPolicy(spec, timeout_s=run.policy_timeout_s)
+        elif run.isolation == "host":
+            from pytest_libero.plugin import policy_host
+            from pytest_libero.plugin.gpus import pinned
+
+            policy = policy_host.client(config, run, _policy_paths(run), pinned(config))
         else:
             policy = config.hook.pytest_libero_make_policy(config=config, spec=spec)
             if policy is None:
@@ -316,8 +325,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _add_policy_paths(run)
     try:
         dry_check(spec)
+        if run.isolation == "host" and not config.option.collectonly:
+            from pytest_libero.plugin import policy_host
+
+            policy_host.start_for_xdist(config, run, _policy_paths(run))  # built before any worker starts
     except Exception as exc:  # noqa: BLE001 - reported once, as a usage error
         raise pytest.UsageError(build_failure_line(spec, exc)) from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the policy hosts this process started (--libero-policy-isolation host)."""
+    run = libero_run_of(config)
+    if run is not None and run.isolation == "host":
+        from pytest_libero.plugin.policy_host import close_hosts
+
+        close_hosts(config)
 
 
 @pytest.hookimpl(trylast=True)
@@ -449,6 +471,9 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
                              libero_run.episode_settings(libero_cell.suite), on_frame=files.frame)
     except EnvironmentFault as exc:
         fault, result = exc, exc.partial  # type: ignore[attr-defined]
+    host_timing = getattr(libero_policy, "episode_timing", None)  # the policy host's queue wait, batch sizes
+    if callable(host_timing):
+        result.timing.update(host_timing())
     result.warnings.extend(libero_source_check)
     from pytest_libero.plugin.install_check import STOP_FIELD, check_episode
 

@@ -27,9 +27,9 @@ class EpisodeFiles:
         self.run_dir, self.run, self.cell, self.worker, self.started = run_dir, run, cell, worker, started
         self.compute = compute  # where it runs: the GPU and rendering backend (plugin.gpus.record_fields)
         # An isolated policy's adapter file is hashed in its own process (it is in its profile).
-        hashes = {} if run.isolation == "process" else adapter_file_hash(policy)
+        hashes = {} if run.isolation != "none" else adapter_file_hash(policy)
         self.profile = dict(profile_of(policy, run.policy), **hashes)
-        self.profile["isolation"] = "process" if run.isolation == "process" else "in-process"
+        self.profile["isolation"] = "in-process" if run.isolation == "none" else run.isolation
         # One frame per delivered observation (or per control), played back in real time.
         fps = CONTROL_HZ if run.video_rate == "control" else max(1, round(CONTROL_HZ / run.protocol.replan_interval))
         self.video = VideoWriter(run_dir.video_path(cell.id), fps=fps) if run.video != "none" else None

@@ -99,13 +99,15 @@ def addoptions(parser: pytest.Parser) -> None:
                          "(+ 7 joint and 2 gripper encoders) or openpi-compat (+ 8-d eef state; a named "
                          "compatibility track that exposes end-effector state). Part of the protocol identity. "
                          "In full mode the schedule's track: another one runs a named variant of the preset")
-    group.addoption("--libero-policy-isolation", dest="libero_policy_isolation", choices=("none", "process"),
-                    default="none",
+    group.addoption("--libero-policy-isolation", dest="libero_policy_isolation",
+                    choices=("none", "process", "host"), default="none",
                     help="process: run the policy in its own process too, with a deadline per call "
-                         "(--libero-policy-timeout), so a crashing or hanging policy ends one episode")
+                         "(--libero-policy-timeout), so a crashing or hanging policy ends one episode; "
+                         "host: one policy process per GPU, built once, serving every worker of that GPU "
+                         "and batching their requests (docs/policy-host.md)")
     group.addoption("--libero-policy-timeout", dest="libero_policy_timeout", type=float, default=300.0,
                     metavar="SECONDS", help="Deadline per policy call under --libero-policy-isolation process "
-                                            "(default 300)")
+                                            "or host (default 300)")
     group.addoption("--libero-allow-source-mismatch", dest="libero_allow_source_mismatch",
                     action="store_true", default=False,
                     help="Run even if installed LIBERO files differ from the frozen inventory "
@@ -130,6 +132,9 @@ def addoptions(parser: pytest.Parser) -> None:
     group.addoption("--libero-service-timeout", dest="libero_service_timeout", type=float,
                     default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                     help=f"Deadline for each bench service reply (default {DEFAULT_TIMEOUT_S:g})")
+    from pytest_libero.plugin.policy_host import add_options as add_host_options
+
+    add_host_options(group)
     add_scale_out_options(group)
     add_full_mode_options(group)
     from pytest_libero.plugin.sequential import add_options as add_comparison_options
@@ -261,7 +266,8 @@ class LiberoRun:
         """How the engine runs an episode of `suite` under these options."""
         return EpisodeSettings(allow_source_mismatch=self.allow_source_mismatch,
                                deadline_s=self.episode_deadline_s(suite),
-                               interrupt_policy=self.isolation != "process",  # a process policy has its own deadline
+                               # a process or host policy keeps its own deadline
+                               interrupt_policy=self.isolation == "none",
                                video_rate=self.video_rate, reuse_env=self.reuse_env)
 
 
@@ -296,6 +302,10 @@ def build_run(config: pytest.Config) -> LiberoRun:
     policy_timeout = opt("libero_policy_timeout")
     if not policy_timeout > 0:
         raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
+    if opt("libero_policy_isolation") == "host":
+        from pytest_libero.plugin.policy_host import settings as host_settings
+
+        host_settings(config, policy_timeout)  # a bad batch size or wait is a usage error now
     # A full-mode preset's K and track (and any command-line variant of them) come with the selection.
     policy_side = {"replan_interval": DEFAULT_REPLAN_INTERVAL if replan is None else replan,
                    "track": opt("libero_track") or "rgb"}

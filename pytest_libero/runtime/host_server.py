@@ -1,0 +1,312 @@
+"""The policy host process: one policy, built once, serving every simulator worker of one GPU.
+
+Started by the controller (pytest_libero.runtime.host.PolicyHost) as
+`python -m pytest_libero.runtime.host_server FD`; FD is its control channel (runtime.channel:
+`build`, `stats`, `close`). `build` builds the policy from its spec, as an isolated policy's
+process does, and opens a Unix socket with an auth key that the workers connect to (one
+connection per worker, one request at a time on it):
+
+    ("hello", worker name)   -> ("ok", profile)
+    ("reset", language)      -> ("ok", None)                 a new episode on this connection
+    ("act", observation)     -> ("ok", answer, queue_s, compute_s, batch_size)
+    any failure of the call  -> ("error", exception type name, message, traceback text)
+
+One thread (the device thread) makes every policy call, so the policy is never called
+concurrently. A policy with `act_batch` (core.policy.BatchedPolicy) gets up to `max_batch`
+pending `act` requests at once, the first of them having waited at most `max_wait_ms` for the
+others (it stops waiting as soon as every connected worker has a request pending). A policy
+without it gets one instance per connected worker (a worker runs one episode at a time, so
+`reset` and `act` keep their meaning), built when the worker connects, and is called one request
+at a time. A policy call that runs past `call_timeout_s` ends the process (exit code 70): its
+in-flight episodes end as policy faults and the controller rebuilds the host.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection, Listener
+from typing import Any
+
+from pytest_libero.core.policy import BatchRequest, PolicySpec, is_batched
+from pytest_libero.errors import PolicyFault
+from pytest_libero.runtime.channel import serve
+
+# The exit code of a host whose policy call ran past its timeout (the watchdog ends it).
+HUNG_EXIT = 70
+
+
+class _Client:
+    """One worker's connection: its name, its current episode and, for a plain policy, its instance."""
+
+    def __init__(self, number: int, conn: Connection) -> None:
+        self.number, self.conn, self.name = number, conn, f"c{number}"
+        self.episodes = 0
+        self.key: str | None = None
+        self.first = False
+        self.instance: Any = None
+        self.send_lock = threading.Lock()
+
+    def new_key(self) -> str:
+        self.episodes += 1
+        self.key, self.first = f"{self.name}#{self.number}/{self.episodes}", True
+        return self.key
+
+    def send(self, reply: tuple[Any, ...]) -> None:
+        with self.send_lock:
+            try:
+                self.conn.send(reply)
+            except (OSError, ValueError):
+                pass  # the worker went away (its deadline, its crash): nobody to answer
+
+
+class _Pending:
+    __slots__ = ("client", "op", "payload", "arrived", "key", "first")
+
+    def __init__(self, client: _Client, op: str, payload: Any) -> None:
+        self.client, self.op, self.payload, self.arrived = client, op, payload, time.monotonic()
+        self.key, self.first = client.key or "", client.first
+
+
+def _error(exc: BaseException) -> tuple[str, str, str, str]:
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return ("error", type(exc).__name__, str(exc), trace)
+
+
+class Host:
+    """The pending requests, the device thread that answers them, and the connections."""
+
+    def __init__(self, spec: PolicySpec, policy: Any, max_batch: int, max_wait_s: float,
+                 call_timeout_s: float) -> None:
+        self.spec, self.policy = spec, policy
+        self.batched = is_batched(policy)
+        self.max_batch, self.max_wait_s, self.call_timeout_s = max_batch, max_wait_s, call_timeout_s
+        self.pending: collections.deque[_Pending] = collections.deque()
+        self.cond = threading.Condition()
+        self.clients: set[_Client] = set()
+        self.ended: list[str] = []  # episodes over, for a batched policy's end_episode
+        self.free_instances: list[Any] = [] if self.batched else [policy]
+        self.busy_since: float | None = None
+        self.batches: collections.Counter[int] = collections.Counter()  # batch size -> calls
+        self.numbered = 0
+        self.profile: dict[str, Any] = {}  # what build returned: every worker's records carry it
+
+    # -- connections (one thread each) --------------------------------------------------------------
+
+    def accept_forever(self, listener: Listener) -> None:
+        while True:
+            try:
+                conn = listener.accept()
+            except (OSError, EOFError):
+                continue  # a failed handshake (wrong key) or a client that left at once
+            except Exception:  # noqa: BLE001 - multiprocessing.AuthenticationError and the like
+                continue
+            self.numbered += 1
+            client = _Client(self.numbered, conn)
+            threading.Thread(target=self._serve_client, args=(client,), daemon=True).start()
+
+    def _serve_client(self, client: _Client) -> None:
+        try:
+            while True:
+                try:
+                    op, payload = client.conn.recv()
+                except (EOFError, OSError):
+                    return
+                if op == "hello":
+                    self._hello(client, payload)
+                elif op == "reset":
+                    self._reset(client, payload)
+                elif op == "act":
+                    with self.cond:
+                        pending = _Pending(client, "act", payload)
+                        client.first = False
+                        self.pending.append(pending)
+                        self.cond.notify_all()
+                else:
+                    client.send(("error", "ValueError", f"unknown request {op!r}", ""))
+        finally:
+            self._drop(client)
+
+    def _hello(self, client: _Client, name: Any) -> None:
+        client.name = str(name)
+        try:
+            if not self.batched:
+                client.instance = self._instance()
+        except Exception as exc:  # noqa: BLE001 - a further copy that cannot be built: this worker's fault to see
+            client.send(_error(exc))
+            return
+        with self.cond:
+            self.clients.add(client)
+            self.cond.notify_all()
+        client.send(("ok", self.profile))
+
+    def _instance(self) -> Any:
+        with self.cond:
+            if self.free_instances:
+                return self.free_instances.pop()
+        from pytest_libero.runtime.policies import build_builtin, check_policy_object
+
+        built = build_builtin(self.spec)
+        return check_policy_object(built, self.spec)
+
+    def _reset(self, client: _Client, language: Any) -> None:
+        with self.cond:
+            if client.key is not None and self.batched:
+                self.ended.append(client.key)
+            client.new_key()
+            if self.batched:
+                client.send(("ok", None))  # no policy call: the first act starts the episode
+                return
+            self.pending.append(_Pending(client, "reset", language))
+            client.first = False
+            self.cond.notify_all()
+
+    def _drop(self, client: _Client) -> None:
+        with self.cond:
+            self.clients.discard(client)
+            if self.batched and client.key is not None:
+                self.ended.append(client.key)
+            if client.instance is not None:
+                self.free_instances.append(client.instance)  # reset by its next worker before use
+            # A request it left behind is still answered into the closed connection: harmless.
+            self.cond.notify_all()
+        client.conn.close()
+
+    # -- the device thread ------------------------------------------------------------------------
+
+    def _take(self) -> list[_Pending]:
+        with self.cond:
+            while not self.pending:
+                self.cond.wait()
+            if not self.batched:
+                return [self.pending.popleft()]
+            until = self.pending[0].arrived + self.max_wait_s
+            while len(self.pending) < self.max_batch and len(self.pending) < len(self.clients):
+                left = until - time.monotonic()
+                if left <= 0:
+                    break
+                self.cond.wait(left)
+            return [self.pending.popleft() for _ in range(min(self.max_batch, len(self.pending)))]
+
+    def run_device(self) -> None:
+        while True:
+            batch = self._take()
+            self.busy_since = started = time.monotonic()
+            try:
+                answers = self._call(batch)
+            finally:
+                self.busy_since = None
+            compute = time.monotonic() - started
+            self.batches[len(batch)] += 1
+            for pending, answer in zip(batch, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    pending.client.send(_error(answer))
+                else:
+                    pending.client.send(("ok", answer, started - pending.arrived, compute, len(batch)))
+
+    def _call(self, batch: list[_Pending]) -> list[Any]:
+        if not self.batched:
+            (pending,) = batch
+            instance = pending.client.instance
+            try:
+                if pending.op == "reset":
+                    instance.reset(pending.payload)
+                    return [None]
+                return [instance.act(pending.payload)]
+            except Exception as exc:  # noqa: BLE001 - the adapter's exception: that episode's fault
+                return [exc]
+        self._end_episodes()
+        requests = [BatchRequest(p.key, p.payload, p.first) for p in batch]
+        try:
+            answers = list(self.policy.act_batch(requests))
+        except Exception as exc:  # noqa: BLE001 - whose request it was is unknown: the batch fails
+            return [exc] * len(batch)
+        if len(answers) != len(batch):
+            fault = PolicyFault(f"act_batch returned {len(answers)} answers for {len(batch)} requests; "
+                                "return one answer (chunk, STOP or Exception) per request, in order")
+            return [fault] * len(batch)
+        return answers
+
+    def _end_episodes(self) -> None:
+        end = getattr(self.policy, "end_episode", None)
+        with self.cond:
+            ended, self.ended = self.ended, []
+        if callable(end):
+            for key in ended:
+                try:
+                    end(key)
+                except Exception:  # noqa: BLE001 - cleaning up an episode that is over fails no one
+                    traceback.print_exc()
+
+    def watch(self) -> None:
+        """End the process when a policy call runs past its timeout (it cannot be interrupted)."""
+        while True:
+            time.sleep(min(1.0, self.call_timeout_s / 10))
+            since = self.busy_since
+            if since is not None and time.monotonic() - since > self.call_timeout_s:
+                sys.stderr.write(f"pytest-libero policy host: a policy call ran past {self.call_timeout_s:g} s "
+                                 "(--libero-policy-timeout); ending the host so that it is rebuilt\n")
+                sys.stderr.flush()
+                os._exit(HUNG_EXIT)
+
+    def stats(self) -> dict[str, Any]:
+        return {"batches": dict(self.batches), "clients": len(self.clients), "pid": os.getpid()}
+
+    def close(self) -> None:
+        from pytest_libero.runtime.policies import close_policy
+
+        with self.cond:
+            instances = {id(i): i for i in [self.policy, *self.free_instances,
+                                              *(c.instance for c in self.clients if c.instance is not None)]}
+        for instance in instances.values():
+            close_policy(instance)
+
+
+class _Control:
+    """The control channel's handler: build (and listen), stats, close."""
+
+    def __init__(self) -> None:
+        self.host: Host | None = None
+
+    def __call__(self, op: str, payload: Any) -> Any:
+        if op == "build":
+            return self.build(payload)
+        if op == "stats":
+            return self.host.stats() if self.host is not None else {}
+        if op == "close":
+            return self.host.close() if self.host is not None else None
+        raise ValueError(f"unknown request {op!r}")
+
+    def build(self, settings: dict[str, Any]) -> dict[str, Any]:
+        from pytest_libero.core.policy import adapter_file_hash, profile_of
+        from pytest_libero.errors import PolicyLoadError
+        from pytest_libero.runtime.policies import build_builtin, check_policy_object
+
+        os.chdir(settings["cwd"])  # file.py:factory specs are relative to the user's directory
+        sys.path[:0] = [p for p in settings.get("paths", ()) if p not in sys.path]
+        spec = PolicySpec(settings["name"], settings["kwargs"])
+        built = build_builtin(spec)
+        if built is None:
+            raise PolicyLoadError(f"{spec.name!r} is not a built-in, entry-point or file.py:factory policy; "
+                                  "conftest-registered adapters cannot run in the policy host")
+        policy = check_policy_object(built, spec)
+        host = self.host = Host(spec, policy, int(settings["max_batch"]), settings["max_wait_ms"] / 1000.0,
+                                float(settings["call_timeout_s"]))
+        host.profile = dict(profile_of(policy, spec), **adapter_file_hash(policy), batched=host.batched,
+                            max_batch=host.max_batch)
+        path = settings["path"]
+        if os.path.exists(path):
+            os.unlink(path)  # a dead predecessor's socket
+        listener = Listener(path, family="AF_UNIX", authkey=bytes.fromhex(settings["authkey"]))
+        for target, args in ((host.accept_forever, (listener,)), (host.run_device, ()), (host.watch, ())):
+            threading.Thread(target=target, args=args, daemon=True).start()
+        return dict(host.profile, pid=os.getpid(), hostname=socket.gethostname())
+
+
+if __name__ == "__main__":
+    serve(Connection(int(sys.argv[1])), _Control())
