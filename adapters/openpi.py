@@ -11,8 +11,9 @@ What this client adds to the reference one: a connect deadline (refusals are ret
 a per-request deadline after which the connection is dropped (so a late reply to an old request
 can never be read as the answer to a new one; the next episode reconnects), a frame-size cap,
 and a decoder that whitelists dtypes and checks shape against the buffer before any array is
-built. Every transport or protocol fault raises `PolicyServerError`: the item errors, the run
-goes on.
+built (pytest_libero.adapters.msgpack_wire, shared with the vla-eval adapter). Every transport or
+protocol fault raises `PolicyServerError`, a policy fault: the episode ends as policy_error and the
+run goes on (a server unreachable when the policy is built stops the run first, exit 4).
 
 Model-side conventions of openpi's LIBERO example are the adapter's: images are resized with
 padding to 224x224 here (PIL bilinear, as `openpi_client.image_tools.resize_with_pad`), and
@@ -23,9 +24,6 @@ the key instead).
 
 from __future__ import annotations
 
-import math
-import re
-import socket
 import threading
 import time
 from typing import Any, Final
@@ -33,18 +31,13 @@ from typing import Any, Final
 import numpy as np
 
 from pytest_libero.core.contract import Observation
+from pytest_libero.adapters.msgpack_wire import WireError, decode_array, shutdown, unpack
 from pytest_libero.errors import PolicyServerError
 
+__all__ = ["OpenPIPolicy", "WireError", "decode_array", "encode_array", "pack", "unpack", "resize_with_pad"]
+
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 2**20
-# Real numbers and bools only, any byte order; object (O), void (V), complex, strings and
-# structured dtypes never reach np.dtype(), let alone an array constructor.
-_DTYPE_RE: Final = re.compile(r"[<>|=]?(b1|[iu][1248]|f[248])")
-_MAX_NDIM: Final = 8
 _TEXT_EXCERPT: Final = 2000
-
-
-class WireError(ValueError):
-    """A reply that breaks the openpi msgpack-numpy encoding."""
 
 
 def encode_array(obj: Any) -> Any:
@@ -59,58 +52,11 @@ def encode_array(obj: Any) -> Any:
     raise TypeError(f"cannot send {type(obj).__name__} over the openpi protocol")
 
 
-def _checked_dtype(obj: dict[Any, Any]) -> np.dtype[Any]:
-    text = obj.get(b"dtype")
-    if not isinstance(text, str) or not _DTYPE_RE.fullmatch(text):
-        raise WireError(f"array dtype {text!r:.80} is not accepted (only bool, int, uint and float)")
-    return np.dtype(text)
-
-
-def decode_array(obj: dict[Any, Any]) -> Any:
-    """msgpack `object_hook`: rebuild an array only after its dtype, shape and size check out.
-
-    The result is a writeable, native-byte-order copy (the reference decoder returns read-only
-    views on the frame).
-    """
-    if b"__ndarray__" in obj:
-        dtype = _checked_dtype(obj)
-        shape, data = obj.get(b"shape"), obj.get(b"data")
-        if (not isinstance(shape, (list, tuple)) or len(shape) > _MAX_NDIM
-                or not all(type(d) is int and d >= 0 for d in shape)):
-            raise WireError(f"array shape {shape!r:.80} is not a list of at most {_MAX_NDIM} non-negative ints")
-        if not isinstance(data, bytes):
-            raise WireError(f"array data is {type(data).__name__}, not bytes")
-        if math.prod(shape) * dtype.itemsize != len(data):
-            raise WireError(f"array of shape {tuple(shape)} and dtype {dtype.str} needs "
-                            f"{math.prod(shape) * dtype.itemsize} bytes, the frame carries {len(data)}")
-        flat = np.frombuffer(data, dtype=dtype)
-        return flat.astype(dtype.newbyteorder("="), copy=True).reshape(shape)
-    if b"__npgeneric__" in obj:
-        dtype = _checked_dtype(obj)
-        value = obj.get(b"data")
-        if isinstance(value, (bytes, str, list, dict)) or value is None:
-            raise WireError(f"numpy scalar data {value!r:.80} is not a number")
-        return dtype.type(value)
-    return obj
-
-
 def pack(obj: Any) -> bytes:
     """Encode a message as openpi does (msgpack, arrays via `encode_array`)."""
     import msgpack
 
     return msgpack.packb(obj, default=encode_array)  # type: ignore[no-any-return]
-
-
-def unpack(frame: bytes) -> Any:
-    """Decode a message defensively; every defect is a `WireError`."""
-    import msgpack
-
-    try:
-        return msgpack.unpackb(frame, object_hook=decode_array, raw=False, strict_map_key=True)
-    except WireError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - msgpack raises several types for bad input
-        raise WireError(f"malformed msgpack ({type(exc).__name__}: {exc})") from None
 
 
 def resize_with_pad(image: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -216,7 +162,7 @@ class OpenPIPolicy:
         if ws is None:
             return
         if not graceful:
-            _shutdown(ws)  # no closing handshake with a server that broke the protocol
+            shutdown(ws)  # no closing handshake with a server that broke the protocol
         try:
             ws.close()
         except Exception:  # noqa: BLE001 - best effort on an already broken connection
@@ -276,7 +222,7 @@ class OpenPIPolicy:
 
         def expire() -> None:
             expired.set()
-            _shutdown(ws)
+            shutdown(ws)
 
         watchdog = threading.Timer(self.request_timeout_s, expire)
         watchdog.daemon = True
@@ -320,10 +266,3 @@ class OpenPIPolicy:
     def close(self) -> None:
         """Close the connection (normal closure, waiting at most close_timeout=1 s)."""
         self._drop(graceful=True)
-
-
-def _shutdown(ws: Any) -> None:
-    try:
-        ws.socket.shutdown(socket.SHUT_RDWR)
-    except OSError:  # already closed
-        pass
