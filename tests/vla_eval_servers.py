@@ -101,9 +101,11 @@ def main(argv: list[str]) -> None:
         try:
             while True:
                 time.sleep(5)
-                print(f"BATCHES {len(model.batch_sizes)} OBSERVATIONS {sum(model.batch_sizes)}", flush=True)
         except KeyboardInterrupt:
             pass
+        sizes = model.batch_sizes
+        print(f"BATCHES {len(sizes)} (predict_batch calls) OBSERVATIONS {sum(sizes)} (inferred) MAX_BATCH "
+              f"{max(sizes, default=0)} MEAN_BATCH {sum(sizes) / max(len(sizes), 1):.2f}", flush=True)
 
 
 if __name__ == "__main__":
