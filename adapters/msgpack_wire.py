@@ -1,4 +1,5 @@
-"""The msgpack-numpy decoding shared by the websocket policy adapters (openpi, vla-eval).
+"""What the websocket policy adapters (openpi, vla-eval) share: msgpack-numpy decoding, and opening
+and dropping a connection.
 
 Both wires carry numpy arrays as a map `{"__ndarray__": True, "data": bytes, "dtype": dtype.str,
 "shape": [...]}`: openpi's msgpack_numpy with bytes keys, vla-eval's numpy_codec with str keys.
@@ -14,7 +15,8 @@ from __future__ import annotations
 import math
 import re
 import socket
-from typing import Any, Final
+import time
+from typing import Any, Callable, Final
 
 import numpy as np
 
@@ -76,6 +78,55 @@ def unpack(frame: bytes) -> Any:
         raise
     except Exception as exc:  # noqa: BLE001 - msgpack raises several types for bad input
         raise WireError(f"malformed msgpack ({type(exc).__name__}: {exc})") from None
+
+
+def open_websocket(uri: str, connect_timeout_s: float, max_frame_bytes: int, headers: dict[str, str] | None,
+                   unreachable: Callable[[str], Exception], refused: Callable[[int], Exception]) -> Any:
+    """A sync websocket client connection to `uri`, refusals retried until `connect_timeout_s`.
+
+    `unreachable(why)` is raised when the deadline passes or the network fails, `refused(status)`
+    when the server answers the handshake with an HTTP error. ping_interval=None: a model server
+    may run inference on its event loop and miss keepalive pongs; liveness is the request
+    deadline's job. __enter__ marks the connection as managed (websockets >= 17.1 warns
+    otherwise); `drop` ends it.
+    """
+    from websockets.exceptions import InvalidStatus, WebSocketException
+    from websockets.sync.client import connect
+
+    deadline = time.monotonic() + connect_timeout_s
+    delay = 0.05
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            return connect(uri, open_timeout=max(remaining, 0.01), max_size=max_frame_bytes, compression=None,
+                           proxy=None, ping_interval=None, close_timeout=1.0, additional_headers=headers).__enter__()
+        except (ConnectionRefusedError, ConnectionResetError) as exc:
+            # A server still starting refuses connections: retry until the deadline.
+            if time.monotonic() + delay >= deadline:
+                raise unreachable(f"{type(exc).__name__}: {exc}") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        except InvalidStatus as exc:
+            raise refused(exc.response.status_code) from None
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            raise unreachable(f"{type(exc).__name__}: {exc}") from None
+
+
+def drop(ws: Any, graceful: bool = False) -> None:
+    """Close `ws`: without a closing handshake unless `graceful` (a server that broke the protocol gets
+    none), and release the descriptor now, so a server still writing to it gets a reset."""
+    if ws is None:
+        return
+    if not graceful:
+        shutdown(ws)
+    try:
+        ws.close()
+    except Exception:  # noqa: BLE001 - best effort on an already broken connection
+        pass
+    try:
+        ws.socket.close()
+    except OSError:
+        pass
 
 
 def shutdown(ws: Any) -> None:

@@ -31,7 +31,7 @@ from typing import Any, Final
 import numpy as np
 
 from pytest_libero.core.contract import Observation
-from pytest_libero.adapters.msgpack_wire import WireError, decode_array, shutdown, unpack
+from pytest_libero.adapters.msgpack_wire import WireError, decode_array, drop, open_websocket, shutdown, unpack
 from pytest_libero.errors import PolicyServerError
 
 __all__ = ["OpenPIPolicy", "WireError", "decode_array", "encode_array", "pack", "unpack", "resize_with_pad"]
@@ -116,35 +116,12 @@ class OpenPIPolicy:
     # -- connection ---------------------------------------------------------------------------
 
     def _connect(self) -> None:
-        from websockets.exceptions import InvalidStatus, WebSocketException
-        from websockets.sync.client import connect
-
         headers = {"Authorization": f"Api-Key {self.api_key}"} if self.api_key else None
         deadline = time.monotonic() + self.connect_timeout_s
-        delay = 0.05
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                # ping_interval=None: openpi's server runs inference on its event loop, so it can
-                # miss keepalive pongs; liveness is the request deadline's job.
-                # __enter__ marks the connection as managed (websockets >= 17.1 warns otherwise);
-                # _drop() and close() end it.
-                ws = connect(self.uri, open_timeout=max(remaining, 0.01), max_size=self.max_frame_bytes,
-                             compression=None, proxy=None, ping_interval=None, close_timeout=1.0,
-                             additional_headers=headers).__enter__()
-                break
-            except (ConnectionRefusedError, ConnectionResetError) as exc:
-                # A server still starting refuses connections: retry until the deadline.
-                if time.monotonic() + delay >= deadline:
-                    raise self._unreachable(f"{type(exc).__name__}: {exc}") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-            except InvalidStatus as exc:
-                raise PolicyServerError(f"openpi server at {self.uri} refused the websocket handshake: "
-                                        f"HTTP {exc.response.status_code}") from None
-            except (OSError, TimeoutError, WebSocketException) as exc:
-                raise self._unreachable(f"{type(exc).__name__}: {exc}") from None
-        self._ws = ws
+        self._ws = open_websocket(
+            self.uri, self.connect_timeout_s, self.max_frame_bytes, headers, self._unreachable,
+            lambda status: PolicyServerError(f"openpi server at {self.uri} refused the websocket handshake: "
+                                             f"HTTP {status}"))
         try:
             self.server_metadata = self._receive(max(deadline, time.monotonic() + 0.01), "metadata frame",
                                                  self.connect_timeout_s)
@@ -159,18 +136,7 @@ class OpenPIPolicy:
     def _drop(self, graceful: bool = False) -> None:
         """Forget the connection; a late reply on it can never be read (we reconnect next episode)."""
         ws, self._ws = self._ws, None
-        if ws is None:
-            return
-        if not graceful:
-            shutdown(ws)  # no closing handshake with a server that broke the protocol
-        try:
-            ws.close()
-        except Exception:  # noqa: BLE001 - best effort on an already broken connection
-            pass
-        try:  # release the descriptor now, so a server still writing to it gets a reset
-            ws.socket.close()
-        except OSError:
-            pass
+        drop(ws, graceful)
 
     def _timed_out(self, what: str, limit_s: float) -> PolicyServerError:
         return PolicyServerError(f"no {what} from openpi server at {self.uri} within {limit_s:g} s; "

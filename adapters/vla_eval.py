@@ -45,7 +45,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from pytest_libero.adapters.msgpack_wire import WireError, shutdown, unpack
+from pytest_libero.adapters.msgpack_wire import WireError, drop, open_websocket, shutdown, unpack
 from pytest_libero.adapters.openpi import openpi_state
 from pytest_libero.core.contract import Observation
 from pytest_libero.errors import PolicyServerError
@@ -136,28 +136,11 @@ class VlaEvalPolicy:
     # -- connection ---------------------------------------------------------------------------
 
     def _connect(self) -> None:
-        from websockets.exceptions import InvalidStatus, WebSocketException
-        from websockets.sync.client import connect
-
         deadline = time.monotonic() + self.connect_timeout_s
-        delay = 0.05
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                # ping_interval=None as vla-eval's own client: a server warming up can miss pongs.
-                ws = connect(self.url, open_timeout=max(remaining, 0.01), max_size=self.max_frame_bytes,
-                             compression=None, proxy=None, ping_interval=None, close_timeout=1.0).__enter__()
-                break
-            except (ConnectionRefusedError, ConnectionResetError) as exc:
-                if time.monotonic() + delay >= deadline:
-                    raise self._unreachable(f"{type(exc).__name__}: {exc}") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-            except InvalidStatus as exc:
-                raise PolicyServerError(f"vla-eval server at {self.url} refused the websocket handshake: "
-                                        f"HTTP {exc.response.status_code}") from None
-            except (OSError, TimeoutError, WebSocketException) as exc:
-                raise self._unreachable(f"{type(exc).__name__}: {exc}") from None
+        ws = open_websocket(
+            self.url, self.connect_timeout_s, self.max_frame_bytes, None, self._unreachable,
+            lambda status: PolicyServerError(f"vla-eval server at {self.url} refused the websocket handshake: "
+                                             f"HTTP {status}"))
         self._ws = ws
         self._in_episode = False
         try:
@@ -183,18 +166,7 @@ class VlaEvalPolicy:
         """Forget the connection; a late reply on it can never be read (the next episode reconnects)."""
         ws, self._ws = self._ws, None
         self._in_episode = False
-        if ws is None:
-            return
-        if not graceful:
-            shutdown(ws)
-        try:
-            ws.close()
-        except Exception:  # noqa: BLE001 - best effort on an already broken connection
-            pass
-        try:
-            ws.socket.close()
-        except OSError:
-            pass
+        drop(ws, graceful)
 
     def _exchange(self, frames: list[bytes], what: str | None, limit_s: float, deadline: float | None = None) -> Any:
         """Send `frames`, then (when `what`) read one message, all by `deadline` (default: `limit_s` from
