@@ -204,8 +204,8 @@ def main() -> None:
     args = parser.parse_args()
     python = python_with_vla_eval()
     print(f"vla-eval {VERSION} via {python}; N={args.workers}, LIBERO-10 tasks 0-{args.tasks - 1} init 0, "
-          f"cap {args.calls}x{args.chunk} controls, SIMULATED GPU a={args.cost_a * 1000:g} ms b={args.cost_b * 1000:g} ms "
-          f"max_batch_size={args.max_batch_size}")
+          f"cap {args.calls}x{args.chunk} controls, SIMULATED GPU a={args.cost_a * 1000:g} ms "
+          f"b={args.cost_b * 1000:g} ms max_batch_size={args.max_batch_size}")
     ratios = []
     for run in range(args.runs):
         order = ["vla-eval", "suite"] if run % 2 == 0 else ["suite", "vla-eval"]
