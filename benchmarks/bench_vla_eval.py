@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -85,7 +84,7 @@ class Server:
         self.proc = subprocess.Popen(
             [python, str(ROOT / "tests" / "vla_eval_servers.py"), "--chunk", str(args.chunk), "--max-batch-size",
              str(args.max_batch_size), "--max-wait-time", str(args.max_wait_time), "--cost-a", str(args.cost_a),
-             "--cost-b", str(args.cost_b)],
+             "--cost-b", str(args.cost_b), "--stats", str(log.with_suffix(".stats.json"))],
             stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, cwd=ROOT / "tests")
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -95,10 +94,13 @@ class Server:
         self.url = f"ws://127.0.0.1:{self.port}"
 
     def stop(self) -> str:
-        self.proc.send_signal(signal.SIGINT)
-        out, _ = self.proc.communicate(timeout=30)
-        lines = [line for line in out.splitlines() if line.startswith("BATCHES")]
-        return lines[-1] if lines else "BATCHES ? (the server printed no count)"
+        time.sleep(1.0)  # the last stats write
+        self.proc.kill()
+        self.proc.wait(30)
+        stats = self.log.with_suffix(".stats.json")
+        sizes = json.loads(stats.read_text())["batch_sizes"] if stats.exists() else []
+        return (f"{len(sizes)} predict_batch calls, {sum(sizes)} observations inferred, batch sizes "
+                f"max {max(sizes, default=0)} mean {sum(sizes) / max(len(sizes), 1):.2f}")
 
 
 def run_vla_eval(python: str, url: str, args: argparse.Namespace, work: Path) -> tuple[float, list[dict[str, Any]]]:

@@ -10,13 +10,16 @@ it is used. With `chunk_size` the server keeps vla-eval's chunk buffer (one (7,)
 observation); without it it answers the whole (chunk, 7) chunk.
 
     python tests/vla_eval_servers.py --chunk 5 --max-batch-size 4 --cost-a 0.1 --cost-b 0.008
-        prints "PORT <n>" once it listens on 127.0.0.1, then serves until killed.
+        prints "PORT <n>" once it listens on 127.0.0.1, then serves until killed (--stats FILE: the
+        batch sizes, rewritten every 0.5 s).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
 import sys
 import threading
 import time
@@ -93,19 +96,19 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--max-wait-time", type=float, default=0.01)
     parser.add_argument("--cost-a", type=float, default=0.0, help="seconds per batch")
     parser.add_argument("--cost-b", type=float, default=0.0, help="seconds per observation in a batch")
+    parser.add_argument("--stats", default=None, help="write the batch sizes (JSON) to this file every 0.5 s")
     args = parser.parse_args(argv)
     model = make_server(args.chunk, not args.unbuffered, args.max_batch_size, args.max_wait_time,
                         args.cost_a, args.cost_b)
     with serving(model) as port:
         print(f"PORT {port}", flush=True)
-        try:
-            while True:
-                time.sleep(5)
-        except KeyboardInterrupt:
-            pass
-        sizes = model.batch_sizes
-        print(f"BATCHES {len(sizes)} (predict_batch calls) OBSERVATIONS {sum(sizes)} (inferred) MAX_BATCH "
-              f"{max(sizes, default=0)} MEAN_BATCH {sum(sizes) / max(len(sizes), 1):.2f}", flush=True)
+        while True:  # until killed
+            time.sleep(0.5)
+            if args.stats:
+                tmp = f"{args.stats}.tmp"
+                with open(tmp, "w") as out:
+                    json.dump({"batch_sizes": list(model.batch_sizes)}, out)
+                os.replace(tmp, args.stats)
 
 
 if __name__ == "__main__":
