@@ -9,6 +9,7 @@ and the next episode (a fresh connection) must work.
 from __future__ import annotations
 
 import asyncio
+import pickle
 import socket
 import threading
 import time
@@ -104,6 +105,8 @@ BAD_REPLIES = {
     "scalar": lambda: msgpack.packb({"actions": {b"__npgeneric__": True, b"data": 1, b"dtype": "|O"}}),
     "no_actions": lambda: pack({"action": GOOD}),
     "huge": lambda: HUGE,
+    "huge_shape": lambda: msgpack.packb({"actions": raw_array("<f8", [10**12, 7], b"\x00" * 56)}),
+    "pickle": lambda: pickle.dumps({"actions": GOOD}),
 }
 
 
@@ -322,6 +325,8 @@ FAULTS = [
     ("scalar", r"dtype '\|O' is not accepted"),
     ("no_actions", "replied without an 'actions' array"),
     ("huge", "larger than max_frame_bytes=16777216"),
+    ("huge_shape", r"shape \(1000000000000, 7\) and dtype <f8 needs 56000000000000 bytes, the frame carries 56"),
+    ("pickle", "sent a bad action reply: malformed msgpack"),
 ]
 
 
