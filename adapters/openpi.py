@@ -11,8 +11,9 @@ What this client adds to the reference one: a connect deadline (refusals are ret
 a per-request deadline after which the connection is dropped (so a late reply to an old request
 can never be read as the answer to a new one; the next episode reconnects), a frame-size cap,
 and a decoder that whitelists dtypes and checks shape against the buffer before any array is
-built. Every transport or protocol fault raises `PolicyServerError`: the item errors, the run
-goes on.
+built (pytest_libero.adapters.msgpack_wire, shared with the vla-eval adapter). Every transport or
+protocol fault raises `PolicyServerError`, a policy fault: the episode ends as policy_error and the
+run goes on (a server unreachable when the policy is built stops the run first, exit 4).
 
 Model-side conventions of openpi's LIBERO example are the adapter's: images are resized with
 padding to 224x224 here (PIL bilinear, as `openpi_client.image_tools.resize_with_pad`), and
@@ -23,9 +24,6 @@ the key instead).
 
 from __future__ import annotations
 
-import math
-import re
-import socket
 import threading
 import time
 from typing import Any, Final
@@ -33,18 +31,13 @@ from typing import Any, Final
 import numpy as np
 
 from pytest_libero.core.contract import Observation
+from pytest_libero.adapters.msgpack_wire import WireError, decode_array, drop, open_websocket, shutdown, unpack
 from pytest_libero.errors import PolicyServerError
 
+__all__ = ["OpenPIPolicy", "WireError", "decode_array", "encode_array", "pack", "unpack", "resize_with_pad"]
+
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 2**20
-# Real numbers and bools only, any byte order; object (O), void (V), complex, strings and
-# structured dtypes never reach np.dtype(), let alone an array constructor.
-_DTYPE_RE: Final = re.compile(r"[<>|=]?(b1|[iu][1248]|f[248])")
-_MAX_NDIM: Final = 8
 _TEXT_EXCERPT: Final = 2000
-
-
-class WireError(ValueError):
-    """A reply that breaks the openpi msgpack-numpy encoding."""
 
 
 def encode_array(obj: Any) -> Any:
@@ -59,58 +52,11 @@ def encode_array(obj: Any) -> Any:
     raise TypeError(f"cannot send {type(obj).__name__} over the openpi protocol")
 
 
-def _checked_dtype(obj: dict[Any, Any]) -> np.dtype[Any]:
-    text = obj.get(b"dtype")
-    if not isinstance(text, str) or not _DTYPE_RE.fullmatch(text):
-        raise WireError(f"array dtype {text!r:.80} is not accepted (only bool, int, uint and float)")
-    return np.dtype(text)
-
-
-def decode_array(obj: dict[Any, Any]) -> Any:
-    """msgpack `object_hook`: rebuild an array only after its dtype, shape and size check out.
-
-    The result is a writeable, native-byte-order copy (the reference decoder returns read-only
-    views on the frame).
-    """
-    if b"__ndarray__" in obj:
-        dtype = _checked_dtype(obj)
-        shape, data = obj.get(b"shape"), obj.get(b"data")
-        if (not isinstance(shape, (list, tuple)) or len(shape) > _MAX_NDIM
-                or not all(type(d) is int and d >= 0 for d in shape)):
-            raise WireError(f"array shape {shape!r:.80} is not a list of at most {_MAX_NDIM} non-negative ints")
-        if not isinstance(data, bytes):
-            raise WireError(f"array data is {type(data).__name__}, not bytes")
-        if math.prod(shape) * dtype.itemsize != len(data):
-            raise WireError(f"array of shape {tuple(shape)} and dtype {dtype.str} needs "
-                            f"{math.prod(shape) * dtype.itemsize} bytes, the frame carries {len(data)}")
-        flat = np.frombuffer(data, dtype=dtype)
-        return flat.astype(dtype.newbyteorder("="), copy=True).reshape(shape)
-    if b"__npgeneric__" in obj:
-        dtype = _checked_dtype(obj)
-        value = obj.get(b"data")
-        if isinstance(value, (bytes, str, list, dict)) or value is None:
-            raise WireError(f"numpy scalar data {value!r:.80} is not a number")
-        return dtype.type(value)
-    return obj
-
-
 def pack(obj: Any) -> bytes:
     """Encode a message as openpi does (msgpack, arrays via `encode_array`)."""
     import msgpack
 
     return msgpack.packb(obj, default=encode_array)  # type: ignore[no-any-return]
-
-
-def unpack(frame: bytes) -> Any:
-    """Decode a message defensively; every defect is a `WireError`."""
-    import msgpack
-
-    try:
-        return msgpack.unpackb(frame, object_hook=decode_array, raw=False, strict_map_key=True)
-    except WireError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - msgpack raises several types for bad input
-        raise WireError(f"malformed msgpack ({type(exc).__name__}: {exc})") from None
 
 
 def resize_with_pad(image: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -170,35 +116,12 @@ class OpenPIPolicy:
     # -- connection ---------------------------------------------------------------------------
 
     def _connect(self) -> None:
-        from websockets.exceptions import InvalidStatus, WebSocketException
-        from websockets.sync.client import connect
-
         headers = {"Authorization": f"Api-Key {self.api_key}"} if self.api_key else None
         deadline = time.monotonic() + self.connect_timeout_s
-        delay = 0.05
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                # ping_interval=None: openpi's server runs inference on its event loop, so it can
-                # miss keepalive pongs; liveness is the request deadline's job.
-                # __enter__ marks the connection as managed (websockets >= 17.1 warns otherwise);
-                # _drop() and close() end it.
-                ws = connect(self.uri, open_timeout=max(remaining, 0.01), max_size=self.max_frame_bytes,
-                             compression=None, proxy=None, ping_interval=None, close_timeout=1.0,
-                             additional_headers=headers).__enter__()
-                break
-            except (ConnectionRefusedError, ConnectionResetError) as exc:
-                # A server still starting refuses connections: retry until the deadline.
-                if time.monotonic() + delay >= deadline:
-                    raise self._unreachable(f"{type(exc).__name__}: {exc}") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-            except InvalidStatus as exc:
-                raise PolicyServerError(f"openpi server at {self.uri} refused the websocket handshake: "
-                                        f"HTTP {exc.response.status_code}") from None
-            except (OSError, TimeoutError, WebSocketException) as exc:
-                raise self._unreachable(f"{type(exc).__name__}: {exc}") from None
-        self._ws = ws
+        self._ws = open_websocket(
+            self.uri, self.connect_timeout_s, self.max_frame_bytes, headers, self._unreachable,
+            lambda status: PolicyServerError(f"openpi server at {self.uri} refused the websocket handshake: "
+                                             f"HTTP {status}"))
         try:
             self.server_metadata = self._receive(max(deadline, time.monotonic() + 0.01), "metadata frame",
                                                  self.connect_timeout_s)
@@ -213,18 +136,7 @@ class OpenPIPolicy:
     def _drop(self, graceful: bool = False) -> None:
         """Forget the connection; a late reply on it can never be read (we reconnect next episode)."""
         ws, self._ws = self._ws, None
-        if ws is None:
-            return
-        if not graceful:
-            _shutdown(ws)  # no closing handshake with a server that broke the protocol
-        try:
-            ws.close()
-        except Exception:  # noqa: BLE001 - best effort on an already broken connection
-            pass
-        try:  # release the descriptor now, so a server still writing to it gets a reset
-            ws.socket.close()
-        except OSError:
-            pass
+        drop(ws, graceful)
 
     def _timed_out(self, what: str, limit_s: float) -> PolicyServerError:
         return PolicyServerError(f"no {what} from openpi server at {self.uri} within {limit_s:g} s; "
@@ -276,7 +188,7 @@ class OpenPIPolicy:
 
         def expire() -> None:
             expired.set()
-            _shutdown(ws)
+            shutdown(ws)
 
         watchdog = threading.Timer(self.request_timeout_s, expire)
         watchdog.daemon = True
@@ -320,10 +232,3 @@ class OpenPIPolicy:
     def close(self) -> None:
         """Close the connection (normal closure, waiting at most close_timeout=1 s)."""
         self._drop(graceful=True)
-
-
-def _shutdown(ws: Any) -> None:
-    try:
-        ws.socket.shutdown(socket.SHUT_RDWR)
-    except OSError:  # already closed
-        pass

@@ -43,9 +43,12 @@ class EnvironmentFault(LiberoError):
     """The simulator or the harness failed: service crash, exception or timeout, render failure."""
 
 
-class PolicyServerError(EnvironmentFault):
-    """A remote policy server is unreachable or broke its protocol: the item errors, not fails.
+class PolicyServerError(PolicyFault):
+    """A remote policy server failed on its side of the wire: a malformed or oversized reply, its own
+    error message, no reply within the request deadline, a connection that closed or a reconnect
+    that failed. The policy's side of the wire is the policy, so this is a policy fault (the episode
+    ends as policy_error), as the same fault of an in-process or isolated policy is.
 
-    Adapters raise it from reset/act; the engine lets it through instead of calling it a
-    policy fault.
+    Raised while the policy is built (a server unreachable when the run starts), it stops the run
+    as a usage error (exit 4) like any other build failure.
     """

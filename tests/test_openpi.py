@@ -1,13 +1,15 @@
 """The openpi remote-policy adapter: wire format, interop with the PyPI packages, and faults.
 
 A small openpi-compatible server (websockets' threaded server on 127.0.0.1, port 0) plays each
-fault; every fault must end the request with a PolicyServerError within its deadline, and the
-next episode (a fresh connection) must work.
+fault; every fault must end the request with a PolicyServerError within its deadline, the episode
+the engine runs through it must end as policy_error (the policy's side of the wire is the policy),
+and the next episode (a fresh connection) must work.
 """
 
 from __future__ import annotations
 
 import asyncio
+import pickle
 import socket
 import threading
 import time
@@ -25,7 +27,9 @@ from fakes import blank_images, fake_conftest
 from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.adapters.openpi import OpenPIPolicy, pack, resize_with_pad, unpack
 from pytest_libero.core.contract import Counters, seal_observation
-from pytest_libero.errors import PolicyServerError
+from pytest_libero.core.outcomes import Outcome
+from pytest_libero.errors import PolicyFault, PolicyServerError
+from wire_helpers import assert_policy_error, episode
 
 GOOD = np.full((10, 7), 0.1, dtype=np.float32)
 STALE = np.full((10, 7), 0.9, dtype=np.float32)
@@ -101,6 +105,8 @@ BAD_REPLIES = {
     "scalar": lambda: msgpack.packb({"actions": {b"__npgeneric__": True, b"data": 1, b"dtype": "|O"}}),
     "no_actions": lambda: pack({"action": GOOD}),
     "huge": lambda: HUGE,
+    "huge_shape": lambda: msgpack.packb({"actions": raw_array("<f8", [10**12, 7], b"\x00" * 56)}),
+    "pickle": lambda: pickle.dumps({"actions": GOOD}),
 }
 
 
@@ -319,11 +325,13 @@ FAULTS = [
     ("scalar", r"dtype '\|O' is not accepted"),
     ("no_actions", "replied without an 'actions' array"),
     ("huge", "larger than max_frame_bytes=16777216"),
+    ("huge_shape", r"shape \(1000000000000, 7\) and dtype <f8 needs 56000000000000 bytes, the frame carries 56"),
+    ("pickle", "sent a bad action reply: malformed msgpack"),
 ]
 
 
 @pytest.mark.parametrize("mode, message", FAULTS, ids=[f[0] for f in FAULTS])
-def test_server_fault_is_a_policy_server_error_and_the_next_episode_works(server, mode, message):
+def test_server_fault_is_a_policy_error_and_the_next_episode_works(server, mode, message):
     srv = server({1: mode})
     # Writing 64 MiB can take the (shared, 2-core) test server longer than the short deadline;
     # the size check itself happens on the frame header.
@@ -332,13 +340,19 @@ def test_server_fault_is_a_policy_server_error_and_the_next_episode_works(server
     policy.reset("task")
     policy.act(observation())
     tick = time.monotonic()
-    with pytest.raises(PolicyServerError, match=message):
+    with pytest.raises(PolicyServerError, match=message) as caught:
         policy.act(observation())
     assert time.monotonic() - tick < timeout_s
+    assert isinstance(caught.value, PolicyFault)
     with pytest.raises(PolicyServerError, match="earlier fault in this episode"):
         policy.act(observation())  # nothing is sent on a dropped connection
-    policy.reset("task")  # next episode: a fresh connection
-    np.testing.assert_array_equal(policy.act(observation()), GOOD)
+    # Through the engine: request 2 (this episode's first) is fine, request 3 plays the fault again.
+    srv.modes = {3: mode}
+    result = episode(policy, calls=3)
+    assert_policy_error(result, "policy.act raised PolicyServerError: openpi server at ws://127.0.0.1:*")
+    assert result.policy_calls == 2 and result.executed_controls == 5
+    result = episode(policy)  # next episode: a fresh connection
+    assert result.outcome is Outcome.FAILURE and result.policy_calls == 2, result.message
     policy.close()
 
 
@@ -393,20 +407,34 @@ def test_missing_metadata_frame_hits_the_connect_deadline():
 SERVER_CONFTEST = fake_conftest()
 
 
-def test_a_server_fault_errors_one_item_and_the_next_item_runs(pytester, server):
+def test_a_server_fault_fails_one_item_as_policy_error_and_the_next_item_runs(pytester, server):
     srv = server({0: "raise"})
     pytester.makepyfile(fakes=(Path(__file__).parent / "fakes.py").read_text())
     pytester.makeconftest(SERVER_CONFTEST)
     kwargs = f'{{"host": "127.0.0.1", "port": {srv.port}, "request_timeout_s": 2}}'
     result = pytester.runpytest("--libero-policy", "openpi", "--libero-policy-kwargs", kwargs,
                                 "--libero-budget", "decisions", "--libero-max-policy-calls", "2")
-    result.assert_outcomes(errors=1, failed=1)
+    result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
-        "*env_error: openpi server at ws://127.0.0.1:* raised an exception (a text frame instead of the action*",
-        "*failure: no native success within the cap: 2 policy calls*",
-        "LIBERO: selected 2 = passed 0 + failed 1 + errored 1 + unattempted 0",
+        "*policy_error/policy_error: 1 calls, 0 decisions, 0 controls*",
+        "*failure/truncation: 2 calls, 2 decisions, 10 controls*",
+        "LIBERO: selected 2 = passed 0 + failed 2 + errored 0 + unattempted 0",
     ])
     assert len(srv.received) == 3
+
+
+def test_a_server_that_dies_mid_episode_is_a_policy_fault(server):
+    """Killed after its first reply: this episode and the next (whose reconnect is refused) are policy_error."""
+    srv = server()
+    policy = client(srv.port, connect_timeout_s=0.3)
+    policy.reset("task")
+    policy.act(observation())
+    srv.close()  # the listener goes, and every open connection with it
+    result = episode(policy)
+    assert_policy_error(result, "policy.act raised PolicyServerError: *ws://127.0.0.1:*")
+    result = episode(policy)
+    assert_policy_error(result, "policy.reset raised PolicyServerError: openpi policy server unreachable*")
+    policy.close()
 
 
 def test_an_unreachable_server_stops_the_run_with_one_line_after_one_try(pytester):

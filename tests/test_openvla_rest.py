@@ -4,7 +4,8 @@ A small server (stdlib http.server on 127.0.0.1, port 0) implements `POST /act` 
 openvla/openvla vla-scripts/deploy.py documents it: a JSON body with json_numpy-encoded arrays,
 `{"image": uint8 HxWx3, "instruction": str, "unnorm_key"?}`, answered by one 7-d action. Its n-th
 request plays `modes[n]`; every fault must end the request with a PolicyServerError within its
-deadline, and the next request must work.
+deadline, the episode the engine runs through it must end as policy_error (the policy's side of
+the wire is the policy), and the next request must work.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.adapters.openvla_rest import (OpenVLARestPolicy, WireError, dumps, libero_gripper, loads,
                                                  openvla_image)
 from pytest_libero.core.contract import Counters, seal_observation
-from pytest_libero.errors import PolicyServerError
+from pytest_libero.core.outcomes import Outcome
+from pytest_libero.errors import PolicyFault, PolicyServerError
+from wire_helpers import assert_policy_error, episode
 
 # OpenVLA's action: 6 deltas and the gripper in [0, 1], 1 = open.
 ACTION = np.array([0.01, -0.02, 0.03, 0.0, 0.1, -0.1, 1.0], dtype=np.float32)
@@ -258,10 +261,10 @@ def test_json_numpy_interop_and_why_its_decoder_is_not_used():
     ("oversized", f"announced a * reply, over max_reply_bytes={MAX_REPLY}"),
     ("oversized-unannounced", f"sent a reply larger than max_reply_bytes={MAX_REPLY}"),
 ])
-def test_each_fault_is_a_policy_server_error_on_time_and_the_next_request_works(server, mode, message):
+def test_each_fault_is_a_policy_error_on_time_and_the_next_request_works(server, mode, message):
     import fnmatch
 
-    srv = server({0: mode})
+    srv = server({0: mode, 2: mode})
     policy = client(srv)
     policy.reset("x")
     tick = time.monotonic()
@@ -269,7 +272,12 @@ def test_each_fault_is_a_policy_server_error_on_time_and_the_next_request_works(
         policy.act(observation())
     assert time.monotonic() - tick < REQUEST_TIMEOUT_S + 1.0
     assert fnmatch.fnmatch(str(caught.value), f"*{message}*"), str(caught.value)
+    assert isinstance(caught.value, PolicyFault)
     np.testing.assert_allclose(policy.act(observation()), libero_gripper(ACTION))  # a fresh connection works
+    # Through the engine: the episode's first request plays the fault again.
+    assert_policy_error(episode(policy), f"policy.act raised PolicyServerError: *{message}*")
+    result = episode(policy)
+    assert result.outcome is Outcome.FAILURE and result.policy_calls == 2, result.message
 
 
 def test_a_refused_connection_fails_fast_with_one_clear_message():
@@ -281,12 +289,19 @@ def test_a_refused_connection_fails_fast_with_one_clear_message():
     assert time.monotonic() - tick < 2.0
 
 
-def test_a_server_that_goes_away_between_requests_is_an_error(server):
-    srv = server()
-    policy = client(srv, connect_timeout_s=0.3)
-    srv.close()
-    with pytest.raises(PolicyServerError, match="unreachable"):
-        policy.act(observation())
+def test_a_server_that_dies_mid_episode_is_a_policy_fault(server):
+    srv = server({1: "hang"})  # the second request is in flight when the server goes
+    policy = client(srv, connect_timeout_s=0.3, request_timeout_s=5.0)
+    policy.reset("x")
+    policy.act(observation())
+    threading.Timer(0.3, srv.close).start()
+    tick = time.monotonic()
+    result = episode(policy)
+    assert time.monotonic() - tick < 4.0  # the closed connection ends the request, not the deadline
+    assert_policy_error(result, "policy.act raised PolicyServerError: *http://127.0.0.1:*")
+    assert result.policy_calls == 1
+    # Gone for good: the next episode's request is refused (or reset), again the policy's fault.
+    assert_policy_error(episode(policy), "policy.act raised PolicyServerError: *http://127.0.0.1:*/act*")
 
 
 # -- through pytest -----------------------------------------------------------------------------
@@ -294,18 +309,19 @@ def test_a_server_that_goes_away_between_requests_is_an_error(server):
 FAKES = (Path(__file__).parent / "fakes.py").read_text()
 
 
-def test_a_fault_errors_the_item_not_fails_it_and_the_next_item_runs(pytester, server):
+def test_a_fault_fails_the_item_as_policy_error_and_the_next_item_runs(pytester, server):
     srv = server({0: "object"})
     pytester.makepyfile(fakes=FAKES)
     pytester.makeconftest(fake_conftest())
     kwargs = f'{{"port": {srv.port}, "request_timeout_s": 2}}'
     result = pytester.runpytest("-p", "no:cacheprovider", "--libero-policy", "openvla-rest", "--libero-policy-kwargs",
                                 kwargs, "--libero-budget", "decisions", "--libero-max-policy-calls", "2")
-    result.assert_outcomes(errors=1, failed=1)
+    result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
-        "*env_error: OpenVLA REST server at http://127.0.0.1:*/act sent a bad reply: array dtype '|O'*",
+        "*policy_error: policy.act raised PolicyServerError: OpenVLA REST server at http://127.0.0.1:*/act sent a "
+        "bad reply: array dtype '|O'*",
         "*failure: no native success within the cap: 2 policy calls*",
-        "LIBERO: selected 2 = passed 0 + failed 1 + errored 1 + unattempted 0",
+        "LIBERO: selected 2 = passed 0 + failed 2 + errored 0 + unattempted 0",
     ])
 
 

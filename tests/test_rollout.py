@@ -128,12 +128,13 @@ def test_random_policy_is_seeded_per_episode_and_within_bounds():
     np.testing.assert_array_equal(ZeroPolicy(chunk_size=2).act(None), [HOLD, HOLD])
 
 
-def test_policy_server_error_is_an_environment_fault_not_a_policy_fault():
+def test_policy_server_error_is_a_policy_fault_not_an_environment_fault():
+    """The policy's side of a wire is the policy: a remote server's fault during the run is policy_error."""
     from pytest_libero.errors import PolicyServerError
 
-    with pytest.raises(PolicyServerError) as info:
-        run_episode(FakeService(), Scripted(PolicyServerError("server unreachable")), CELL, decisions(3, 5))
-    assert info.value.partial.outcome == "env_error"  # type: ignore[attr-defined]
+    result = run_episode(FakeService(), Scripted(PolicyServerError("server went away")), CELL, decisions(3, 5))
+    assert result.outcome == "policy_error" and result.termination == "policy_error"
+    assert "policy.act raised PolicyServerError: server went away" in result.message
 
 
 def test_settings_reach_the_service_and_the_video_unchanged():

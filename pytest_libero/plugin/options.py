@@ -88,7 +88,7 @@ def addoptions(parser: pytest.Parser) -> None:
                          "horizon is 520 controls; another value gives the run its own protocol identity)")
     group.addoption("--libero-policy", dest="libero_policy", default=None, metavar="NAME|FILE.py:FACTORY",
                     help="Policy to evaluate: a registered name (built-ins zero, random, demo, replay, openpi, "
-                         "openvla-rest; names "
+                         "openvla-rest, vla-eval; names "
                          "from installed pytest_libero.policies entry points or conftest hooks) or "
                          "path/to/file.py:factory. Default: zero (an infrastructure diagnostic)")
     group.addoption("--libero-policy-kwargs", dest="libero_policy_kwargs", default=None, metavar="JSON",

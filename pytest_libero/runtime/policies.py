@@ -28,6 +28,7 @@ BUILTIN_POLICIES: dict[str, str] = {
     "random": "pytest_libero.adapters.builtin:RandomPolicy",
     "openpi": "pytest_libero.adapters.openpi:OpenPIPolicy",
     "openvla-rest": "pytest_libero.adapters.openvla_rest:OpenVLARestPolicy",
+    "vla-eval": "pytest_libero.adapters.vla_eval:VlaEvalPolicy",
     "demo": "pytest_libero.adapters.demo:DemoPolicy",
     "replay": "pytest_libero.adapters.replay:ReplayPolicy",
 }
