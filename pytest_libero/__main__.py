@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "the frozen reference on a sample of cells (about a minute)")
     doctor.add_argument("--benchmark", default="libero", help="the benchmark (default libero; libero_plus, "
                         "robomemarena: their references' samples, docs/install-check.md)")
-    doctor.add_argument("--robomemarena-checkout", default=None, metavar="PATH",
+    doctor.add_argument("--libero-robomemarena-checkout", default=None, metavar="PATH",
                         help="your RoboMemArena checkout (--benchmark robomemarena; default "
                              "$PYTEST_LIBERO_ROBOMEMARENA)")
     doctor.add_argument("--cells", nargs="+", default=None, metavar="CELL",
@@ -116,15 +116,12 @@ def _doctor(args: Any) -> int:
         print(f"python -m pytest_libero doctor: error: {exc}", file=sys.stderr)
         return 2
     context = None
-    if adapter.name == "robomemarena":
-        from pytest_libero.benchmarks.robomemarena import checkout as rc
-        from pytest_libero.benchmarks.robomemarena.options import ArenaSettings
-
+    if adapter.name == "robomemarena":  # its service needs the checkout: the selection's context has it
         try:
-            context = ArenaSettings(checkout=rc.load(rc.resolve_root(args.robomemarena_checkout, dict(os.environ))),
-                                    python=None)
-        except rc.CheckoutError as exc:
-            print(f"python -m pytest_libero doctor: error: {exc} (--robomemarena-checkout PATH)", file=sys.stderr)
+            context = adapter.select({"libero_robomemarena_checkout": args.libero_robomemarena_checkout}).context
+        except LiberoError as exc:
+            print(f"python -m pytest_libero doctor: error: {exc}",
+                  file=sys.stderr)
             return 2
     os.environ.setdefault("MUJOCO_GL", "egl")
     settle = protocol_key(SETTLE_CONTROLS, adapter.spec.settle_action, BENCHMARK_OPTIONS.get(adapter.name, ()))

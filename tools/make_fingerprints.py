@@ -18,7 +18,7 @@ LIBERO's plan: each suite's tasks at init state 0 (130 cells) and init states 1,
 MUJOCO_GL=egl (docs/install-check.md).
 
     python tools/make_fingerprints.py --benchmark libero_plus
-    python tools/make_fingerprints.py --benchmark robomemarena --robomemarena-checkout PATH
+    python tools/make_fingerprints.py --benchmark robomemarena --libero-robomemarena-checkout PATH
 
 LIBERO-plus and RoboMemArena: a fixed sample (LIBERO_PLUS_SAMPLE, ROBOMEMARENA_SAMPLE below), with
 the benchmark option a run's first observation depends on at a run's default (robot_init upstream;
@@ -95,7 +95,7 @@ def benchmark_context(benchmark: str, checkout: str | None) -> tuple[Any, dict[s
         try:
             found = rc.load(rc.resolve_root(checkout, dict(os.environ)))
         except rc.CheckoutError as exc:
-            raise SystemExit(f"{exc} (--robomemarena-checkout PATH)") from None
+            raise SystemExit(f"{exc} (--libero-robomemarena-checkout PATH)") from None
         return ArenaSettings(checkout=found, python=None), {
             "checkout": dict(found.provenance(), bddl_sha256=found.bddl_digest()),
             "sample": list(ROBOMEMARENA_SAMPLE)}
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--benchmark", default="libero", choices=["libero", "libero_plus", "robomemarena"],
                         help="the benchmark (LIBERO: its plan; LIBERO-plus and RoboMemArena: their samples)")
-    parser.add_argument("--robomemarena-checkout", default=None, metavar="PATH",
+    parser.add_argument("--libero-robomemarena-checkout", default=None, metavar="PATH",
                         help="the RoboMemArena checkout (default $PYTEST_LIBERO_ROBOMEMARENA)")
     parser.add_argument("--cells", nargs="*", default=None, help="cell ids (default: the benchmark's plan)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder (default {DEFAULT_OUT})")
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_libero.runtime.service import BenchService
 
     adapter = get(args.benchmark)
-    context, extra = benchmark_context(args.benchmark, args.robomemarena_checkout)
+    context, extra = benchmark_context(args.benchmark, args.libero_robomemarena_checkout)
     if args.benchmark == "libero":
         plan = [parse_cell(c) for c in args.cells] if args.cells else libero_plan()
         cell_ids = [f"{suite}-t{task:02d}-s{init:02d}" for suite, task, init in plan]
