@@ -28,9 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     add_study_commands(commands)
     doctor = commands.add_parser("doctor", help="check this install (MuJoCo, robosuite, LIBERO, NumPy, GL) against "
                                  "the frozen reference on a sample of cells (about a minute)")
-    doctor.add_argument("--benchmark", default="libero", help="the benchmark (default libero)")
+    doctor.add_argument("--benchmark", default="libero", help="the benchmark (default libero; libero_plus, "
+                        "robomemarena: their references' samples, docs/install-check.md)")
+    doctor.add_argument("--libero-robomemarena-checkout", default=None, metavar="PATH",
+                        help="your RoboMemArena checkout (--benchmark robomemarena; default "
+                             "$PYTEST_LIBERO_ROBOMEMARENA)")
     doctor.add_argument("--cells", nargs="+", default=None, metavar="CELL",
-                        help="cell ids to check (default: libero_spatial-t00-s00 libero_10-t00-s00)")
+                        help="cell ids to check (default: libero_spatial-t00-s00 libero_10-t00-s00; another "
+                             "benchmark's: two of its reference's sample)")
     from pytest_libero.cluster_cli import add_cluster_commands, run_cluster_command, split_pytest_args
 
     add_cluster_commands(commands)
@@ -102,7 +107,7 @@ def _doctor(args: Any) -> int:
     from pytest_libero.core.fingerprint import load_references, protocol_key
     from pytest_libero.core.protocol import SETTLE_CONTROLS
     from pytest_libero.errors import LiberoError
-    from pytest_libero.runtime.doctor import DEFAULT_CELLS, run_doctor
+    from pytest_libero.runtime.doctor import BENCHMARK_CELLS, BENCHMARK_OPTIONS, run_doctor
     from pytest_libero.runtime.service import BenchService
 
     try:
@@ -110,11 +115,20 @@ def _doctor(args: Any) -> int:
     except LiberoError as exc:
         print(f"python -m pytest_libero doctor: error: {exc}", file=sys.stderr)
         return 2
+    context = None
+    if adapter.name == "robomemarena":  # its service needs the checkout: the selection's context has it
+        try:
+            context = adapter.select({"libero_robomemarena_checkout": args.libero_robomemarena_checkout}).context
+        except LiberoError as exc:
+            print(f"python -m pytest_libero doctor: error: {exc}",
+                  file=sys.stderr)
+            return 2
     os.environ.setdefault("MUJOCO_GL", "egl")
-    settle = protocol_key(SETTLE_CONTROLS, adapter.spec.settle_action)
-    service = BenchService(env=benchmarks.service_env(adapter, None))
+    settle = protocol_key(SETTLE_CONTROLS, adapter.spec.settle_action, BENCHMARK_OPTIONS.get(adapter.name, ()))
+    service = BenchService(env=benchmarks.service_env(adapter, context))
     try:
-        return run_doctor(service, load_references(adapter.name), args.cells or DEFAULT_CELLS, settle)
+        return run_doctor(service, load_references(adapter.name), args.cells or BENCHMARK_CELLS.get(adapter.name, ()),
+                          settle)
     except LiberoError as exc:
         print(f"python -m pytest_libero doctor: error: {exc}", file=sys.stderr)
         return 2

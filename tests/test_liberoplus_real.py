@@ -109,6 +109,9 @@ def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(def
         assert benchmark["instruction"] == record["cell"]["language"]  # the suffixed default was delivered
         assert record["outcome"]["termination"] == "truncation", record["outcome"]
         assert record["counters"]["executed_controls"] == 10
+        # The install check against catalog/fingerprints/libero_plus-llvmpipe.json (its sample holds these).
+        assert (record["install"]["verdict"], record["install"]["states"], record["install"]["images"]) == (
+            "matches", "match", "match"), record["install"]
     light = found[LIGHT]
     assert light["outcome"]["outcome"] == "not_run" and light["counters"] is None
     assert light["cell"]["benchmark"]["assets"]["missing"][0] == "scenes/lights/tabletop_light_sync_modified_0.xml"
@@ -125,6 +128,8 @@ def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(def
     assert noise[0] < 0.8 * robot[0] and noise[1] > 0.8 * robot[1], (noise, robot)
 
     summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["install"]["counts"] == {"matches": 6, "differs": 0, "not checked": 0}, summary["install"]
+    assert "LIBERO install: matches the reference" in result.stdout.str()
     plus = summary["libero_plus"]
     assert plus["overall"]["selected"] == 7 and plus["overall"]["failed"] == 6
     assert plus["skipped_for_assets"] == dict(plus["skipped_for_assets"], count=1,
@@ -164,6 +169,8 @@ def test_robot_init_apply_keeps_the_perturbed_pose_and_clean_instructions_drop_t
     # perturbation suffix) in the default run.
     assert second["cell"]["benchmark"]["instruction"] == clean == second["cell"]["language"]
     assert first["cell"]["language"] != clean
+    # The reference is made at robot_init upstream: the applied pose is another first observation.
+    assert second["install"]["verdict"] == "not checked" and "robot_init apply" in second["install"]["line"]
 
 
 def test_a_user_asset_folder_is_linked_and_checked_and_the_default_link_comes_back(tmp_path):

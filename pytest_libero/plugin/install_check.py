@@ -11,6 +11,7 @@ record is written, so the evidence is kept and the cells never run are recorded 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -36,9 +37,12 @@ def check_episode(config: pytest.Config, run: Any, cell: Cell, result: Any) -> s
     observed = getattr(result, "install_observed", None)
     if observed is None:
         return None  # the episode never reached its first observation, or the benchmark has no fingerprint
-    key = Cell(cell.suite, cell.task_index, cell.init_index).id  # the schedule's repetition seed aside
+    # The benchmark's own id (LIBERO-plus's variant, RoboMemArena's task and seed), the schedule's
+    # repetition seed aside.
+    key = dataclasses.replace(cell, run_seed=None).id
     outcome = check(references(config, run.benchmark), key,
-                    protocol_key(run.protocol.settle_controls, run.protocol.settle_action), observed,
+                    protocol_key(run.protocol.settle_controls, run.protocol.settle_action,
+                                 run.protocol.benchmark_options), observed,
                     seed=cell.seed)
     result.install_check = outcome.as_record()
     if outcome.differs:

@@ -9,29 +9,61 @@ references with the same `fingerprint_cell`.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Callable, Sequence
 
 from pytest_libero.core.cells import FAST_SEED, parse_cell_id
-from pytest_libero.core.fingerprint import (Check, Reference, check, images_summary, install_differences,
-                                            likely_cause, probe_actions, renderer_family)
+from pytest_libero.core.fingerprint import (OBSERVATION_OPTIONS, Check, Reference, check, images_summary,
+                                            install_differences, likely_cause, probe_actions, renderer_family)
 from pytest_libero.errors import EnvironmentFault, OptionError
 
 # The issue's two cells (MuJoCo 3.3.3 changes libero_10's physics and libero_spatial's images).
 DEFAULT_CELLS = ("libero_spatial-t00-s00", "libero_10-t00-s00")
+# Per benchmark (`doctor --benchmark`): a cell of two suites (LIBERO-plus) or two tasks (RoboMemArena)
+# of its reference's sample (tools/make_fingerprints.py).
+BENCHMARK_CELLS = {"libero": DEFAULT_CELLS,
+                   "libero_plus": ("libero_plus-libero_spatial-v00259", "libero_plus-libero_object-v00023"),
+                   "robomemarena": ("robomemarena-t01-seed50", "robomemarena-t25-seed50")}
+# The benchmark options among core.fingerprint.OBSERVATION_OPTIONS that the doctor and the tool use:
+# a run's defaults (LIBERO-plus's --libero-plus-robot-init; the robomemarena preset's resize_size).
+BENCHMARK_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "libero_plus": (("robot_init", "upstream"),), "robomemarena": (("resize_size", 256),)}
+# The cell grammars of the benchmarks with references (their adapters' own: core.cells for LIBERO,
+# benchmarks/libero_plus/catalog.py and benchmarks/robomemarena/options.py; the doctor, below the
+# benchmarks layer, reads them here).
+_PLUS_ID = re.compile(r"libero_plus-(?P<suite>libero_[a-z0-9]+?)-v(?P<vid>\d{5,})")
+_ARENA_ID = re.compile(r"robomemarena-t(?P<task>\d{2})-seed(?P<seed>\d+)")
+
+
+def start_cell(cell_id: str) -> dict[str, Any]:
+    """The service's `start` cell of a LIBERO, LIBERO-plus or RoboMemArena cell id, as a run sends it
+    (LIBERO and LIBERO-plus at fast mode's seed; RoboMemArena at the id's episode seed)."""
+    parsed = parse_cell_id(cell_id)
+    if parsed is not None and not cell_id.startswith(("libero_plus-", "robomemarena-")):
+        return {"suite": parsed[0], "task_index": parsed[1], "init_index": parsed[2], "seed": FAST_SEED}
+    plus = _PLUS_ID.fullmatch(cell_id)
+    if plus is not None:
+        return {"suite": plus.group("suite"), "task_index": int(plus.group("vid")) - 1, "init_index": 0,
+                "seed": FAST_SEED}
+    arena = _ARENA_ID.fullmatch(cell_id)
+    if arena is not None:
+        return {"suite": "robomemarena", "task_index": int(arena.group("task")) - 1, "init_index": 0,
+                "seed": int(arena.group("seed"))}
+    raise OptionError(f"{cell_id!r} is not a cell id such as libero_10-t00-s00, libero_plus-libero_spatial-v00259 "
+                      "or robomemarena-t01-seed50")
 
 
 def fingerprint_cell(service: Any, cell_id: str, settle: dict[str, Any], probe: bool = True) -> dict[str, Any]:
     """One cell through the bench service: {"observed": the first observation's fingerprint with
-    the images' summaries, "probe_state_sha256", "probe_controls"} (probe: after the probe actions)."""
-    parsed = parse_cell_id(cell_id)
-    if parsed is None:
-        raise OptionError(f"{cell_id!r} is not a cell id such as libero_10-t00-s00")
-    suite, task, init = parsed
+    the images' summaries, "probe_state_sha256", "probe_controls"} (probe: after the probe actions).
+    `settle`: core.fingerprint.protocol_key (its benchmark options go to the service as a run's do)."""
+    options = {name: value for name, value in settle.items() if name in OBSERVATION_OPTIONS}
     started = service.start({
-        "cell": {"suite": suite, "task_index": task, "init_index": init, "seed": FAST_SEED},
+        "cell": start_cell(cell_id),
         "control_cap": 1000, "settle_controls": settle["settle_controls"],
         "settle_action": settle["settle_action"], "allow_mismatch": False, "track": "rgb", "reuse_env": True,
+        **({"options": options} if options else {}),
     })
     if started.get("fingerprint") is None:
         raise EnvironmentFault("this benchmark's service module gives no fingerprint (no `fingerprint()` on its "
@@ -75,7 +107,8 @@ def run_doctor(service: Any, references: list[Reference], cells: Sequence[str], 
         tick = time.perf_counter()
         got = fingerprint_cell(service, cell_id, settle)
         install = got["observed"].get("install") or {}
-        result = check(references, cell_id, settle, got["observed"], got["probe_state_sha256"], FAST_SEED)
+        result = check(references, cell_id, settle, got["observed"], got["probe_state_sha256"],
+                       start_cell(cell_id)["seed"])
         checks.append((cell_id, result))
         images = result.images
         write(f"{cell_id}: states {result.states}, after the probe {result.probe_states or 'not in the reference'}, "
