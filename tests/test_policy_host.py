@@ -51,17 +51,22 @@ class Raising(Batched):
     def act_batch(self, requests):
         raise ValueError("the whole batch is lost")
 
+BUILT = []
+
 class Plain:
-    """No act_batch: one instance per worker connection; reset/act state is the episode's."""
+    """No act_batch: built once; each episode's reset/act state is its own (an episode copy)."""
     def __init__(self):
-        self.number, self.language, self.calls = id(self), None, 0
+        BUILT.append(1)
+        self.number, self.built, self.language, self.calls = id(self), len(BUILT), None, 0
+        self.seen = []  # grown in place by act: must still be the episode's own
     def reset(self, language):
         self.language, self.calls = language, 0
     def act(self, observation):
         self.calls += 1
+        self.seen.append(observation)
         if observation == "slow":
             time.sleep(2)
-        return (self.number, self.language, observation, self.calls)
+        return (self.number, self.language, observation, self.calls, len(self.seen), self.built)
 
 def broken():
     raise ValueError("weights missing")
@@ -142,26 +147,30 @@ def test_pending_requests_of_several_workers_are_batched_and_keep_per_episode_st
     assert max(batches) > 1, batches  # four workers waiting together were answered together
 
 
-def test_a_plain_policy_gets_one_instance_per_worker_called_one_request_at_a_time(start_host):
+def test_a_plain_policy_is_built_once_and_keeps_state_per_episode(start_host):
     host = start_host("Plain")
     barrier = threading.Barrier(3)
 
     def worker(i):
         policy = HostPolicy(host.address, timeout_s=30, worker=f"gw{i}")
-        policy.reset(f"task {i}")
-        barrier.wait()  # connected together: three instances
-        answers = [policy.act(f"obs {n}") for n in range(3)]
-        timing = policy.episode_timing()
+        episodes = []
+        for episode in range(2):
+            policy.reset(f"task {i}.{episode}")
+            barrier.wait()  # the three workers' episodes interleave in the host
+            answers = [policy.act(f"obs {n}") for n in range(3)]
+            episodes.append((answers, policy.episode_timing()))
         policy.close()
-        return answers, timing
+        return episodes
 
     results = in_threads(3, worker)
-    numbers = set()
-    for i, (answers, timing) in enumerate(results):
-        assert [a[1:] for a in answers] == [(f"task {i}", f"obs {n}", n + 1) for n in range(3)]
-        numbers.add(answers[0][0])
-        assert timing["policy_batch_size_max"] == 1
-    assert len(numbers) == 3  # three workers at once: three instances, each keeping its own episode
+    for i, episodes in enumerate(results):
+        for episode, (answers, timing) in enumerate(episodes):
+            # its own language, call count and in-place list: nothing leaks between interleaved episodes
+            assert [a[1:5] for a in answers] == [(f"task {i}.{episode}", f"obs {n}", n + 1, n + 1) for n in range(3)]
+            assert timing["policy_batch_size_max"] == 1
+    answers = [a for episodes in results for answers, _ in episodes for a in answers]
+    assert {a[0] for a in answers} == {answers[0][0]}  # one object's identity: copies of the one built
+    assert {a[5] for a in answers} == {1}  # the constructor ran once for three workers and six episodes
 
 
 def test_an_exception_for_one_request_fails_that_episode_only(start_host):
@@ -207,7 +216,7 @@ def test_the_episode_deadline_bounds_a_call_and_the_next_episode_goes_on(start_h
     assert time.monotonic() - tick < 1.5
     policy.set_deadline(None)
     policy.reset("b")  # reconnects: a fresh connection, the same host
-    assert policy.act("fast")[1:] == ("b", "fast", 1)
+    assert policy.act("fast")[1:5] == ("b", "fast", 1, 1)
     with pytest.raises(HostPolicyError, match="passed before policy act"):
         policy.set_deadline(time.monotonic() - 1)
         policy.act("late")

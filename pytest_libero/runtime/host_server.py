@@ -15,15 +15,17 @@ One thread (the device thread) makes every policy call, so the policy is never c
 concurrently. A policy with `act_batch` (core.policy.BatchedPolicy) gets up to `max_batch`
 pending `act` requests at once, the first of them having waited at most `max_wait_ms` for the
 others (it stops waiting as soon as every connected worker has a request pending). A policy
-without it gets one instance per connected worker (a worker runs one episode at a time, so
-`reset` and `act` keep their meaning), built when the worker connects, and is called one request
-at a time. A policy call that runs past `call_timeout_s` ends the process (exit code 70): its
+without it is built once too and called one request at a time; its per-episode state lives in
+an episode copy (`episode_copy`: a shallow copy of the built object, with its list, dict, set,
+deque and bytearray attributes copied one level), made at each `reset`, so the model's weights
+are shared and what `reset` and `act` change is the episode's own. A policy call that runs past `call_timeout_s` ends the process (exit code 70): its
 in-flight episodes end as policy faults and the controller rebuilds the host.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import os
 import socket
 import sys
@@ -42,14 +44,14 @@ HUNG_EXIT = 70
 
 
 class _Client:
-    """One worker's connection: its name, its current episode and, for a plain policy, its instance."""
+    """One worker's connection: its name, its current episode and, for a plain policy, that episode's copy."""
 
     def __init__(self, number: int, conn: Connection) -> None:
         self.number, self.conn, self.name = number, conn, f"c{number}"
         self.episodes = 0
         self.key: str | None = None
         self.first = False
-        self.instance: Any = None
+        self.instance: Any = None  # a plain policy's episode copy
         self.send_lock = threading.Lock()
 
     def new_key(self) -> str:
@@ -73,6 +75,26 @@ class _Pending:
         self.key, self.first = client.key or "", client.first
 
 
+# The attribute types an episode copy copies one level: a policy's own per-episode containers
+# (`self.frames = []` in __init__, appended to in act) must not be shared between episodes.
+_EPISODE_CONTAINERS = (list, dict, set, collections.deque, bytearray)
+
+
+def episode_copy(policy: Any) -> Any:
+    """One episode's view of a plain policy built once: a shallow copy of the built object whose
+    list, dict, set, deque and bytearray attributes are copied one level. The model and anything
+    else it holds are shared (loaded once); attributes that reset/act assign or grow in place are the
+    episode's own. Containers nested deeper, or state kept inside other objects, stay shared:
+    such a policy gives itself act_batch (docs/writing-adapters.md, "Batched policies")."""
+    episode = copy.copy(policy)
+    state = getattr(episode, "__dict__", None)
+    if isinstance(state, dict):
+        for name, value in list(state.items()):
+            if isinstance(value, _EPISODE_CONTAINERS):
+                state[name] = copy.copy(value)
+    return episode
+
+
 def _error(exc: BaseException) -> tuple[str, str, str, str]:
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return ("error", type(exc).__name__, str(exc), trace)
@@ -90,7 +112,6 @@ class Host:
         self.cond = threading.Condition()
         self.clients: set[_Client] = set()
         self.ended: list[str] = []  # episodes over, for a batched policy's end_episode
-        self.free_instances: list[Any] = [] if self.batched else [policy]
         self.busy_since: float | None = None
         self.batches: collections.Counter[int] = collections.Counter()  # batch size -> calls
         self.numbered = 0
@@ -134,25 +155,10 @@ class Host:
 
     def _hello(self, client: _Client, name: Any) -> None:
         client.name = str(name)
-        try:
-            if not self.batched:
-                client.instance = self._instance()
-        except Exception as exc:  # noqa: BLE001 - a further copy that cannot be built: this worker's fault to see
-            client.send(_error(exc))
-            return
         with self.cond:
             self.clients.add(client)
             self.cond.notify_all()
         client.send(("ok", self.profile))
-
-    def _instance(self) -> Any:
-        with self.cond:
-            if self.free_instances:
-                return self.free_instances.pop()
-        from pytest_libero.runtime.policies import build_builtin, check_policy_object
-
-        built = build_builtin(self.spec)
-        return check_policy_object(built, self.spec)
 
     def _reset(self, client: _Client, language: Any) -> None:
         with self.cond:
@@ -171,8 +177,6 @@ class Host:
             self.clients.discard(client)
             if self.batched and client.key is not None:
                 self.ended.append(client.key)
-            if client.instance is not None:
-                self.free_instances.append(client.instance)  # reset by its next worker before use
             # A request it left behind is still answered into the closed connection: harmless.
             self.cond.notify_all()
         client.conn.close()
@@ -212,8 +216,10 @@ class Host:
     def _call(self, batch: list[_Pending]) -> list[Any]:
         if not self.batched:
             (pending,) = batch
-            instance = pending.client.instance
             try:
+                instance = pending.client.instance
+                if pending.op == "reset" or instance is None:
+                    instance = pending.client.instance = episode_copy(self.policy)
                 if pending.op == "reset":
                     instance.reset(pending.payload)
                     return [None]
@@ -261,10 +267,8 @@ class Host:
         from pytest_libero.runtime.policies import close_policy
 
         with self.cond:
-            instances = {id(i): i for i in [self.policy, *self.free_instances,
-                                              *(c.instance for c in self.clients if c.instance is not None)]}
-        for instance in instances.values():
-            close_policy(instance)
+            policy = self.policy
+        close_policy(policy)  # episode copies share what it holds: closing it once closes theirs
 
 
 class _Control:
