@@ -73,14 +73,30 @@ def cost_model(**kwargs: Any) -> CostModel:
 def ideal(workers: int, sim_s: float, a: float, b: float, max_batch: int) -> tuple[float, float]:
     """Observations/s: (the best any scheduler can do, the naive min(simulator, policy capacity)).
 
-    A worker runs one episode at a time: it simulates for `sim_s`, then waits for its answer,
-    which takes at least one batch (a + b*B). So with batches of B, throughput is at most
-    B/(a + b*B) (the device always busy) and at most workers/(sim_s + a + b*B) (every worker always
-    busy); the best B <= max_batch gives the first figure. The second, min(workers/sim_s,
-    B_max/(a + b*B_max)), ignores that a worker waits for its answer: no scheduler reaches it.
+    A worker runs one episode at a time: it simulates for `sim_s`, then waits for its answer, and a
+    request cannot join a batch already on the device. The best schedule serves the workers in g
+    groups in turn (g = 1: all together, the device idle while they simulate; g = 2: one group
+    simulates while the other's batch runs; ...), batches of at most ceil(N/g) <= max_batch. A
+    worker is then served once a cycle, and a cycle lasts the longer of its own loop (sim_s plus its
+    group's batch, a + b*ceil(N/g)) and the device's work for all groups (g*a + b*N): throughput
+    N / max(sim_s + a + b*ceil(N/g), g*a + b*N), best over g.
+
+    Why no schedule does better: while the device runs batches back to back, a worker answered at
+    the end of one batch is simulating when the next starts, so it is in at most every other batch
+    and two consecutive batches serve at most N requests, which bounds the rate by N/(2a + b*N)
+    (g = 2); only an idle gap of at least sim_s lets a worker into the next batch again, and one
+    such gap per cycle is the g = 1 schedule. For g >= 3 the same argument over g batches applies.
+    (The looser max over B of min(B/(a + b*B), N/(sim_s + a + b*B)), printed by earlier versions,
+    lets a worker join a batch it is still simulating for: no scheduler reaches it.)
+
+    The second figure, min(N/sim_s, B_max/(a + b*B_max)), ignores that a worker waits for its
+    answer at all: the issue's definition, printed for reference.
     """
     best = 0.0
-    for batch in range(1, min(max_batch, workers) + 1):
-        best = max(best, min(batch / (a + b * batch), workers / (sim_s + a + b * batch)))
+    for groups in range(1, workers + 1):
+        batch = -(-workers // groups)
+        if batch > max_batch:
+            continue
+        best = max(best, workers / max(sim_s + a + b * batch, groups * a + b * workers))
     top = min(max_batch, workers)
     return best, min(workers / sim_s, top / (a + b * top))

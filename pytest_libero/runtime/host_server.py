@@ -18,8 +18,9 @@ others (it stops waiting as soon as every connected worker has a request pending
 without it is built once too and called one request at a time; its per-episode state lives in
 an episode copy (`episode_copy`: a shallow copy of the built object, with its list, dict, set,
 deque and bytearray attributes copied one level), made at each `reset`, so the model's weights
-are shared and what `reset` and `act` change is the episode's own. A policy call that runs past `call_timeout_s` ends the process (exit code 70): its
-in-flight episodes end as policy faults and the controller rebuilds the host.
+are shared and what `reset` and `act` change is the episode's own. A policy call that runs
+past `call_timeout_s` ends the process (exit code 70): its in-flight episodes end as policy
+faults and the controller rebuilds the host.
 """
 
 from __future__ import annotations
