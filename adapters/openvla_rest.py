@@ -218,7 +218,9 @@ class OpenVLARestPolicy:
         except PolicyServerError:
             raise
         except (OSError, http.client.HTTPException) as exc:
-            if expired.is_set():
+            # The socket's own timeout (one operation waited request_timeout_s) may fire before the
+            # watchdog's thread runs: either way, no reply came within the request's time.
+            if expired.is_set() or isinstance(exc, TimeoutError):
                 raise self._timed_out() from None
             raise PolicyServerError(f"POST {self.url} failed ({type(exc).__name__}: {exc})") from None
         finally:

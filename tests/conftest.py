@@ -19,7 +19,15 @@ import matplotlib.backends.backend_agg  # noqa: E402,F401
 import matplotlib.figure  # noqa: E402,F401
 
 
+# The suite itself runs under xdist (README's test command: -n 2). Its workers' variables must not
+# reach the pytest runs the tests make (subprocesses and pytester's in-process runs), which would
+# take them for their own and name their worker gw0 instead of main.
+XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for name in XDIST_WORKER_VARIABLES:
+        os.environ.pop(name, None)
     config.addinivalue_line("markers", "real_libero: runs real LIBERO rollouts (CPU rendering; slower)")
     config.addinivalue_line("markers", "slurm: starts a real one-node Slurm cluster (needs root and the slurm-wlm and "
                                        "munge packages; deselect with -m 'not slurm')")

@@ -50,7 +50,10 @@ def init_state(suite: str, task: int) -> np.ndarray:
         return data["states"][0]
 
 
-def test_an_in_process_adapter_finds_nothing_of_the_simulator(pytester):
+def test_an_in_process_adapter_finds_nothing_of_the_simulator(pytester, monkeypatch):
+    # The run's worker must start from a user's environment: this test process may have set
+    # LIBERO_CONFIG_PATH itself (an earlier test of the same xdist worker importing LIBERO in process).
+    monkeypatch.delenv("LIBERO_CONFIG_PATH", raising=False)
     np.save(pytester.path / "target.npy", init_state("libero_10", 0))
     pytester.makepyfile(adversary=ADVERSARY, cheater=CHEATER)
     pytester.syspathinsert()
