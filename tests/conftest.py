@@ -36,9 +36,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The slowest files, slowest first (seconds in one process on a 2-core CPU machine, 2026-12-02). Run
-# first, they leave the short files to fill in the end, so the two workers of `-n 2 --dist loadfile`
-# (which hands out files in collection order) finish together instead of one running a long file
-# alone at the end. The other files, and the tests inside each file, keep their order.
+# first, they leave the short files to fill in the end, so the two workers of `-n 2 --dist loadfile
+# --no-loadscope-reorder` (which hands out files in collection order; without that option xdist
+# orders files by their number of tests, which put these few-test files last) finish together
+# instead of one running a long file alone at the end. The other files, and the tests inside each
+# file, keep their order.
 SLOWEST_FILES = ("test_packaging.py", "test_robomemarena_real.py", "test_performance_identity.py",
                  "test_sequential_real.py", "test_liberoplus_real.py", "test_slurm_real.py",
                  "test_install_check_real.py", "test_scale_real.py", "test_real_libero.py",
