@@ -294,7 +294,7 @@ def _build_policy(config: pytest.Config, run: LiberoRun) -> Any:
         if run.isolation == "process":
             from pytest_libero.runtime.isolation import ProcessPolicy
 
-            policy = ProcessPolicy(spec, timeout_s=run.policy_timeout_s)
+            policy = ProcessPolicy(spec, timeout_s=run.policy_timeout_s, python=run.policy_python)
         elif run.isolation == "host":
             from pytest_libero.plugin import policy_host
             from pytest_libero.plugin.gpus import pinned
@@ -324,7 +324,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     spec = run.policy
     _add_policy_paths(run)
     try:
-        dry_check(spec)
+        if run.policy_python is not None:  # the factory loads in the policy's interpreter, not this one
+            from pytest_libero.runtime.isolation import check_in
+
+            check_in(run.policy_python, spec, _policy_paths(run))
+        else:
+            dry_check(spec)
         if run.isolation == "host" and not config.option.collectonly:
             from pytest_libero.plugin import policy_host
 

@@ -47,7 +47,8 @@ def start_hosts(config: pytest.Config, run: Any, gpus: list[dict[str, Any] | Non
     hosts: dict[str, PolicyHost] = {}
     config.stash[HOSTS_KEY] = hosts
     for gpu in gpus:
-        host = PolicyHost(run.policy, settings(config, run.policy_timeout_s), folder, host_name(gpu), gpu, paths)
+        host = PolicyHost(run.policy, settings(config, run.policy_timeout_s), folder, host_name(gpu), gpu, paths,
+                          python=run.policy_python)
         hosts[host_name(gpu)] = host
         host.start()
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from pytest_libero.core.policy import BatchRequest, PolicySpec, is_batched
 from pytest_libero.errors import PolicyFault
+from pytest_libero.runtime import wire
 from pytest_libero.runtime.channel import serve
 
 # The exit code of a host whose policy call ran past its timeout (the watchdog ends it).
@@ -63,7 +64,7 @@ class _Client:
     def send(self, reply: tuple[Any, ...]) -> None:
         with self.send_lock:
             try:
-                self.conn.send(reply)
+                wire.send(self.conn, reply)
             except (OSError, ValueError):
                 pass  # the worker went away (its deadline, its crash): nobody to answer
 
@@ -136,7 +137,7 @@ class Host:
         try:
             while True:
                 try:
-                    op, payload = client.conn.recv()
+                    op, payload = wire.recv(client.conn)
                 except (EOFError, OSError):
                     return
                 if op == "hello":
@@ -302,8 +303,10 @@ class _Control:
         policy = check_policy_object(built, spec)
         host = self.host = Host(spec, policy, int(settings["max_batch"]), settings["max_wait_ms"] / 1000.0,
                                 float(settings["call_timeout_s"]))
+        from pytest_libero.runtime.interpreter import where_it_runs
+
         host.profile = dict(profile_of(policy, spec), **adapter_file_hash(policy), batched=host.batched,
-                            max_batch=host.max_batch)
+                            max_batch=host.max_batch, interpreter=where_it_runs())
         path = settings["path"]
         if os.path.exists(path):
             os.unlink(path)  # a dead predecessor's socket
@@ -314,4 +317,4 @@ class _Control:
 
 
 if __name__ == "__main__":
-    serve(Connection(int(sys.argv[1])), _Control())
+    serve(Connection(int(sys.argv[1])), _Control(), portable=True)
