@@ -103,8 +103,8 @@ class PolicyPython:
         if missing is None:
             return text
         top = missing.group(1).split(".")[0]
-        return (f"{text} (in {OPTION} {self.path}); install it into that environment: {self.path} -m pip install "
-                f"{top} (or the package that provides module {top!r})")
+        return (f"{text}; module {top!r} is missing from {OPTION} {self.path}: install it into that environment: "
+                f"{self.path} -m pip install {top} (or the package that provides module {top!r})")
 
 
 def probe(path: str, timeout_s: float = PROBE_TIMEOUT_S) -> PolicyPython:
