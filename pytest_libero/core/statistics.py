@@ -121,7 +121,6 @@ def analyse(paired: Paired) -> dict[str, Any]:
             "mcnemar_exact_p": p_value, "verdict": verdict(paired, p_value)}
 
 
-
 def holm_adjust(p_values: Mapping[str, float]) -> dict[str, float]:
     """Holm's step-down adjusted p-values of a family of tests (Holm, Scandinavian Journal of
     Statistics 6:65-70, 1979): sorted ascending, the i-th of m (from 0) is max over j <= i of
@@ -134,6 +133,7 @@ def holm_adjust(p_values: Mapping[str, float]) -> dict[str, float]:
         running = max(running, min(1.0, (m - j) * p_value))
         adjusted[name] = running
     return adjusted
+
 
 def rate_text(stat: Mapping[str, Any]) -> str:
     """A Wilson rate as text: `62.5% [30.6, 86.3] (n=8)`; '-' without trials."""
