@@ -266,7 +266,7 @@ class HostPolicy:
         if conn is None:
             return
         try:
-            conn.send(("end", None))
+            wire.send(conn, ("end", None))
         except (OSError, ValueError):
             self._discard()  # the host died: the next episode reconnects
 
