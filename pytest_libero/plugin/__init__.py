@@ -480,6 +480,9 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     host_timing = getattr(libero_policy, "episode_timing", None)  # the policy host's queue wait, batch sizes
     if callable(host_timing):
         result.timing.update(host_timing())
+    episode_over = getattr(libero_policy, "episode_over", None)  # the policy host stops waiting for this worker
+    if callable(episode_over):
+        episode_over()
     result.warnings.extend(libero_source_check)
     from pytest_libero.plugin.install_check import STOP_FIELD, check_episode
 
