@@ -190,7 +190,16 @@ def drop_text(row: Mapping[str, Any]) -> str:
         return f"{mine} vs control: {row.get('note', 'no drop')}"
     low, high = row["drop_ci95_pp"]
     return (f"{mine} vs control {100 * row['control']['rate']:.1f}%, drop {row['drop_pp']:.1f} pp "
-            f"[{low:.1f}, {high:.1f}]")
+            f"[{low:.1f}, {high:.1f}]{p_text(row)}")
+
+
+def p_text(row: Mapping[str, Any]) -> str:
+    """`, p 0.0123, Holm p 0.0861` on a row of a level; `, p 0.0123` on the overall row (the primary
+    test, never adjusted); '' on a row written before p-values were."""
+    if row.get("p_value") is None:
+        return ""
+    holm = f", Holm p {row['holm_p']:.4f}" if row.get("holm_p") is not None else ""
+    return f", p {row['p_value']:.4f}{holm}"
 
 
 def control_lines(against: Mapping[str, Any]) -> list[str]:
@@ -199,7 +208,8 @@ def control_lines(against: Mapping[str, Any]) -> list[str]:
             f"{against.get('mode', 'fast')} mode)")
     if against.get("error"):
         return [f"{head}: no drops, {against['error']}"]
-    lines = [f"{head}: drop = control - variants, 95% Newcombe hybrid score CI (summary.json libero_plus.control)"]
+    lines = [f"{head}: drop = control - variants, 95% Newcombe hybrid score CI, p of no drop (Holm p: adjusted "
+             "within each level; the overall row is the primary test, unadjusted) (summary.json libero_plus.control)"]
     lines += [f"LIBERO-plus difficulty {level}: {drop_text(row)}" for level, row in against["by_difficulty"].items()]
     lines.append(f"LIBERO-plus overall: {drop_text(against['overall'])}")
     return lines
@@ -209,12 +219,14 @@ def control_lines(against: Mapping[str, Any]) -> list[str]:
 # imports this module, and Jinja costs ~0.1 s to import.
 BLOCK = """
 {% macro drop_cells(r) %}<td>{{ rate(r.variants) }}</td>
-{% if r.drop_pp is none %}<td colspan="2">{% if r.missing_base_tasks %}not covered: the control has no episode of
+{% if r.drop_pp is none %}<td colspan="4">{% if r.missing_base_tasks %}not covered: the control has no episode of
  {{ r.missing_base_tasks | join(", ") }}{% else %}{{ r.note }}{% endif %}</td>
 {% else %}<td>{{ "%.1f" % (100 * r.control.rate) }}% [{{ "%.1f" % (100 * r.control.ci95[0]) }},
  {{ "%.1f" % (100 * r.control.ci95[1]) }}] ({{ r.control.episodes }} episodes, effective n
  {{ "%.1f" % r.control.effective_n }})</td><td>{{ "%.1f" % r.drop_pp }} [{{ "%.1f" % r.drop_ci95_pp[0] }},
- {{ "%.1f" % r.drop_ci95_pp[1] }}]</td>{% endif %}{% endmacro %}
+ {{ "%.1f" % r.drop_ci95_pp[1] }}]</td>
+<td>{{ "%.4f" % r.p_value if r.p_value is number else "-" }}</td>
+<td>{{ "%.4f" % r.holm_p if r.holm_p is number else "-" }}</td>{% endif %}{% endmacro %}
 <div class="libero-plus">
 <h2>LIBERO-plus: suite x category x difficulty</h2>
 <p>{{ p.overall.selected }} variants selected; {{ p.skipped_for_assets.count }} skipped for missing assets
@@ -245,8 +257,12 @@ BLOCK = """
 <p>Control: <code>{{ c.run }}</code> (policy {{ c.policy.name }}, {{ c.mode }} mode, protocol
  {{ c.protocol_identity }}). {{ c.method }}.</p>
 {% if c.error %}<p class="libero-plus-control-error"><b>No drops:</b> {{ c.error }}</p>{% else %}
+<p class="libero-plus-holm">Many rows, many chances: Holm p is Holm's step-down adjustment of p within each level
+ (all categories, all difficulties, all suites, all table cells), which keeps the chance of any falsely significant
+ row of a level at most 0.05; the overall row is the primary test, unadjusted.</p>
 <table class="libero-plus-control" border="1" cellpadding="4" style="border-collapse: collapse">
-<tr><th>group</th><th>variants (95% Wilson CI)</th><th>control, matched (95% CI)</th><th>drop, pp (95% CI)</th></tr>
+<tr><th>group</th><th>variants (95% Wilson CI)</th><th>control, matched (95% CI)</th><th>drop, pp (95% CI)</th>
+<th>p (no drop)</th><th>Holm p</th></tr>
 {% for name, rows in (("category", c.by_category), ("difficulty", c.by_difficulty), ("suite", c.by_suite)) %}
 {% for value, r in rows.items() %}
 <tr class="libero-plus-control-{{ name }}"><td>{{ name }} {{ value }}</td>{{ drop_cells(r) }}</tr>
