@@ -82,6 +82,13 @@ def test_the_p_value_is_the_intervals_dual(first, second, limits):
     assert newcombe_difference_p(p2, n2, p1, n1) == pytest.approx(p)
 
 
+def test_p_values_print_to_four_decimals_and_tiny_ones_in_scientific_notation():
+    from pytest_libero.benchmarks.libero_plus.results import p_value_text
+
+    assert [p_value_text(v) for v in (1.0, 0.04321, 0.0001, 3.21e-9, None)] == ["1.0000", "0.0432", "0.0001",
+                                                                                "3.2e-09", "-"]
+
+
 def test_every_variant_has_exactly_one_base_task():
     from pytest_libero.benchmarks.libero.catalog import entries
 
@@ -246,7 +253,7 @@ def test_terminal_lines_and_page_show_the_drops(with_control):
     assert f"{row['drop_pp']:.1f} [{low:.1f}," in page
     assert "not covered: the control has no episode of\n libero_goal-t02" in page
     assert "<th>Holm p</th>" in page and "Holm p is Holm's step-down adjustment of p within each level" in page
-    assert f"<td>{row['p_value']:.4f}</td>\n<td>{row['holm_p']:.4f}</td>" in page
+    assert f"<td>{row['p_value']:.4f}</td><td>{row['holm_p']:.4f}</td>" in page
 
 
 def test_report_rebuilds_the_block_from_the_two_folders(with_control):

@@ -180,7 +180,7 @@ def terminal_lines(plus: dict[str, Any]) -> list[str]:
 
 
 def drop_text(row: Mapping[str, Any]) -> str:
-    """`41.0% vs control 78.0%, drop 37.0 pp [30.1, 43.6]`, or why a group has no drop."""
+    """`41.0% vs control 78.0%, drop 37.0 pp [28.8, 44.6], p 1.1e-19, Holm p 7.7e-19`, or why a group has no drop."""
     variants = row["variants"]
     mine = "-" if variants["rate"] is None else f"{100 * variants['rate']:.1f}%"
     if row["drop_pp"] is None:
@@ -198,8 +198,15 @@ def p_text(row: Mapping[str, Any]) -> str:
     test, never adjusted); '' on a row written before p-values were."""
     if row.get("p_value") is None:
         return ""
-    holm = f", Holm p {row['holm_p']:.4f}" if row.get("holm_p") is not None else ""
-    return f", p {row['p_value']:.4f}{holm}"
+    holm = f", Holm p {p_value_text(row['holm_p'])}" if row.get("holm_p") is not None else ""
+    return f", p {p_value_text(row['p_value'])}{holm}"
+
+
+def p_value_text(value: Any) -> str:
+    """A p-value to four decimals, one below 0.0001 in scientific notation (`3.2e-09`); '-' for none."""
+    if not isinstance(value, (int, float)):
+        return "-"
+    return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
 
 
 def control_lines(against: Mapping[str, Any]) -> list[str]:
@@ -225,8 +232,7 @@ BLOCK = """
  {{ "%.1f" % (100 * r.control.ci95[1]) }}] ({{ r.control.episodes }} episodes, effective n
  {{ "%.1f" % r.control.effective_n }})</td><td>{{ "%.1f" % r.drop_pp }} [{{ "%.1f" % r.drop_ci95_pp[0] }},
  {{ "%.1f" % r.drop_ci95_pp[1] }}]</td>
-<td>{{ "%.4f" % r.p_value if r.p_value is number else "-" }}</td>
-<td>{{ "%.4f" % r.holm_p if r.holm_p is number else "-" }}</td>{% endif %}{% endmacro %}
+<td>{{ pvalue(r.p_value) }}</td><td>{{ pvalue(r.holm_p) }}</td>{% endif %}{% endmacro %}
 <div class="libero-plus">
 <h2>LIBERO-plus: suite x category x difficulty</h2>
 <p>{{ p.overall.selected }} variants selected; {{ p.skipped_for_assets.count }} skipped for missing assets
@@ -281,7 +287,7 @@ BLOCK = """
 
 
 def html(plus: dict[str, Any]) -> str:
-    return str(_page_template().render(p=plus, rate=rate_text))
+    return str(_page_template().render(p=plus, rate=rate_text, pvalue=p_value_text))
 
 
 def _page_template() -> Any:
