@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from pytest_libero.core.confidence import effect
 from pytest_libero.core.outcomes import COMPLETED, Outcome
 from pytest_libero.core.sequential import TEST_NAME, Decision, Design, SequentialTest, stratified_order
 from pytest_libero.errors import OptionError
@@ -131,6 +130,9 @@ class Against:
 def effect_of(test: SequentialTest) -> dict[str, Any]:
     """The block's "effect": B - A over the consumed pairs, with its anytime-valid interval at the
     design's alpha (core.confidence: valid at this stop) and the fixed-n one beside it."""
+    # Imported here: this module loads with the plugin's options on every pytest start.
+    from pytest_libero.core.confidence import effect
+
     kinds = [step.kind for step in test.steps]
     return effect(kinds.count("both"), kinds.count("only A"), kinds.count("only B"), kinds.count("neither"),
                   test.design.alpha)
