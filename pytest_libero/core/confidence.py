@@ -22,10 +22,10 @@ that neither capital rejects. Each factor of K_up falls as mu rises (and each of
 that set is an interval [lower, upper], found by bisection.
 
 Why this one rather than the normal-mixture (Robbins) boundary: X is bounded in [-1, 1], and the
-normal mixture uses only that bound, so with few discordant pairs (the usual case: most pairs are
-concordant) its interval is about three times wider than the data allow; a bet on the actual
-pairs adapts to how many are discordant. It needs no tuning constant fixed before the run (the
-mixing over bets is the whole choice, and it is fixed here). Since X takes three values, the
+normal mixture uses only that bound, so its width does not shrink when few pairs are discordant
+(the usual case: most pairs are concordant); at 300 pairs it is 35 pp wide at any discordance,
+this one 24, 17 and 12 pp at discordance 0.4, 0.2 and 0.1. It needs no tuning constant fixed
+before the run either (the mixing over bets is the whole choice, and it is fixed here). Since X takes three values, the
 capitals are closed forms of the counts (k only-B, m only-A, c concordant): the interval reads the
 same in any order of the pairs, as the test's statistics do. And it agrees with the test: at mu = 0
 the concordant factor is one and K_up(0) = int_0^1 (1 + g)^k (1 - g)^m dg, which is the test's
