@@ -23,7 +23,8 @@ from pytest_libero.benchmarks.libero_plus.adapter import ADAPTER as PLUS
 from pytest_libero.benchmarks.libero_plus.options import PlusSettings
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.protocol import Protocol
-from pytest_libero.core.statistics import kish_effective_n, newcombe_difference_ci, wilson, wilson_limits
+from pytest_libero.core.statistics import (Z95, holm_adjust, kish_effective_n, newcombe_difference_ci,
+                                           newcombe_difference_p, wilson, wilson_limits)
 from pytest_libero.errors import OptionError
 from pytest_libero.results.files import write_json_atomic
 from pytest_libero.results.records import RunDir, placeholder_record, run_manifest, write_record
@@ -59,6 +60,33 @@ def test_wilson_limits_of_a_count_are_scipys_and_equal_weights_keep_the_count():
         assert list(wilson_limits(successes / trials, trials)) == wilson(successes, trials)["ci95"]
     assert kish_effective_n([0.25] * 8) == pytest.approx(8)
     assert kish_effective_n([3, 1]) == pytest.approx(16 / 10)
+
+
+@pytest.mark.parametrize(("first", "second", "limits"), NEWCOMBE_TABLE_II)
+def test_the_p_value_is_the_intervals_dual(first, second, limits):
+    """p < alpha exactly when the interval at level 1 - alpha excludes 0: checked at 0.05 on the
+    published table, and at the p-value's own level the bound nearer 0 touches it."""
+    from scipy.special import ndtri
+
+    p1, n1, p2, n2 = first[0] / first[1], first[1], second[0] / second[1], second[1]
+    p = newcombe_difference_p(p1, n1, p2, n2)
+    assert (p < 0.05) == (limits[0] > 0 or limits[1] < 0)
+    if p1 == p2:
+        assert p == 1.0
+        return
+    assert 0 < p < 1
+    low, high = newcombe_difference_ci(p1, n1, p2, n2, float(-ndtri(p / 2)))
+    assert abs(low if p1 > p2 else high) < 1e-9
+    assert newcombe_difference_ci(p1, n1, p2, n2, Z95) == newcombe_difference_ci(p1, n1, p2, n2)
+    # Swapping the two proportions mirrors the test.
+    assert newcombe_difference_p(p2, n2, p1, n1) == pytest.approx(p)
+
+
+def test_p_values_print_to_four_decimals_and_tiny_ones_in_scientific_notation():
+    from pytest_libero.benchmarks.libero_plus.results import p_value_text
+
+    assert [p_value_text(v) for v in (1.0, 0.04321, 0.0001, 3.21e-9, None)] == ["1.0000", "0.0432", "0.0001",
+                                                                                "3.2e-09", "-"]
 
 
 def test_every_variant_has_exactly_one_base_task():
@@ -166,6 +194,7 @@ def test_the_drop_and_its_interval_per_category_equal_a_hand_computation(with_co
     assert row["drop_pp"] == pytest.approx(100 * (matched - 0.25))
     low, high = newcombe_difference_ci(matched, effective, 0.25, 4)
     assert row["drop_ci95_pp"] == pytest.approx([100 * low, 100 * high])
+    assert row["p_value"] == newcombe_difference_p(matched, effective, 0.25, 4)
     assert -100 < row["drop_ci95_pp"][0] < row["drop_pp"] < row["drop_ci95_pp"][1] < 100
     # The table's cells of the category carry drops too; a cell of one variant on task 1 alone is
     # matched to task 1 only.
@@ -173,6 +202,26 @@ def test_the_drop_and_its_interval_per_category_equal_a_hand_computation(with_co
               if r["category"] == "Camera Viewpoints" and r["variants"]["trials"] == 1
               and r["control"] is not None and r["control"]["base_tasks"] == 1 and r["control"]["episodes"] == 2]
     assert single and single[0]["control"]["rate"] == 0.5
+
+
+def test_each_levels_rows_get_holm_adjusted_p_values_and_the_overall_row_none(with_control):
+    _, summary = with_control
+    block = summary["libero_plus"]["control"]
+    assert "Holm" in block["multiplicity"] and "overall row is the primary test, unadjusted" in block["multiplicity"]
+    families = {name: dict(block[name]) for name in ("by_category", "by_difficulty", "by_suite")}
+    families["table"] = {str(i): row for i, row in enumerate(block["table"])}
+    adjusted_somewhere = False
+    for name, rows in families.items():
+        tested = {key: row["p_value"] for key, row in rows.items() if row["drop_pp"] is not None}
+        expected = holm_adjust(tested)
+        for key, row in rows.items():
+            assert row["holm_p"] == expected.get(key), (name, key)
+            assert (row["p_value"] is None) == (row["drop_pp"] is None)
+        adjusted_somewhere |= len(tested) > 1 and any(expected[k] > tested[k] for k in tested)
+    assert adjusted_somewhere  # some family has more than one test, and Holm raised a p there
+    # The one suite's row holds the variant whose base task the control lacks: no test, no holm_p.
+    assert block["by_suite"][GOAL]["p_value"] is None and block["by_suite"][GOAL]["holm_p"] is None
+    assert "holm_p" not in block["overall"]
 
 
 def test_a_group_whose_base_tasks_the_control_lacks_says_which_instead_of_a_number(with_control):
@@ -194,7 +243,7 @@ def test_terminal_lines_and_page_show_the_drops(with_control):
     low, high = row["drop_ci95_pp"]
     camera = next(line for line in lines if line.startswith("LIBERO-plus Camera Viewpoints:"))
     assert camera.endswith(f"; 25.0% vs control {100 * row['control']['rate']:.1f}%, drop {row['drop_pp']:.1f} pp "
-                           f"[{low:.1f}, {high:.1f}]")
+                           f"[{low:.1f}, {high:.1f}], p {row['p_value']:.4f}, Holm p {row['holm_p']:.4f}")
     layout = next(line for line in lines if line.startswith("LIBERO-plus Objects Layout:"))
     assert layout.endswith("100.0% vs control: not covered, no control episode of base task(s) libero_goal-t02")
     assert any(line.startswith("LIBERO-plus control: ") and "control<b>" in line for line in lines)
@@ -203,6 +252,8 @@ def test_terminal_lines_and_page_show_the_drops(with_control):
     assert "Against the control arm" in page and "control&lt;b&gt;" in page and "control<b>" not in page
     assert f"{row['drop_pp']:.1f} [{low:.1f}," in page
     assert "not covered: the control has no episode of\n libero_goal-t02" in page
+    assert "<th>Holm p</th>" in page and "Holm p is Holm's step-down adjustment of p within each level" in page
+    assert f"<td>{row['p_value']:.4f}</td><td>{row['holm_p']:.4f}</td>" in page
 
 
 def test_report_rebuilds_the_block_from_the_two_folders(with_control):
@@ -281,7 +332,7 @@ def test_the_plugin_records_the_control_and_prints_its_lines(pytester, synthetic
                                            "--libero-plus-control", str(control_dir))
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["LIBERO-plus Camera Viewpoints: *; 0.0% vs control 100.0%, drop 100.0 pp "
-                                 "[[]*, 100.0]"])
+                                 "[[]*, 100.0], p *, Holm p *"])
     manifest = json.loads((run.path / "run.json").read_text())
     assert manifest[control.RUN_KEY]["run"] == str(control_dir.resolve())
     row = json.loads((run.path / "summary.json").read_text())["libero_plus"]["control"]["overall"]

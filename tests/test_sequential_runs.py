@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 import test_benchmark_seam as seam
+from pytest_libero.core.confidence import confidence_sequence
+from pytest_libero.core.statistics import Paired, newcombe_paired_ci
 from test_benchmark_seam import POLICIES, assert_schema_valid, cli, pytest_run, records
 
 env = seam.env  # the toy's registration (a module-scoped fixture)
@@ -29,6 +31,7 @@ CELLS = 2 * 2 * INITS
 TOY = ["--libero-benchmark", "toy", "--libero-toy-inits", str(INITS), "--libero-budget", "decisions",
        "--libero-max-policy-calls", "3", "--libero-video", "none"]
 STOP = "stopped: decided (B better after 16 pairs)"
+EFFECT = "effect B - A +50.0 pp over 16 pairs; anytime-valid 95% interval [+2.7, +83.4] pp (a confidence sequence"
 
 
 def run(cwd: Path, env: dict[str, str], *args: str) -> tuple[Any, Path | None]:
@@ -88,6 +91,13 @@ def test_a_difference_stops_early_and_the_rest_is_not_run_with_the_reason(stoppe
     assert manifest["comparison"]["against_identity"] == a_identity and manifest["comparison"]["stop"] == "decided"
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["overall"]["unattempted"] == CELLS - 16
+    # The effect at the stop: 8 only-B of 16 pairs, its anytime-valid interval above 0 as the verdict says.
+    effect = block["effect"]
+    assert (effect["pairs"], effect["estimate"]) == (16, 0.5)
+    assert effect["anytime_valid"]["interval"] == list(confidence_sequence(8, 0, 8, 0.05))
+    assert effect["anytime_valid"]["interval"][0] > 0 and effect["anytime_valid"]["level"] == 0.95
+    assert effect["fixed_n"]["ci95"] == list(newcombe_paired_ci(Paired(both=0, only_a=0, only_b=8, neither=8)))
+    assert EFFECT in result.stdout
 
 
 def test_the_items_are_collected_in_the_order_and_the_header_says_so(env, run_a, stopped, tmp_path):
@@ -121,13 +131,14 @@ def test_report_rebuilds_the_block_and_the_page_plots_it(stopped, tmp_path, env)
     page = (folder / "report.html").read_text()
     assert "Sequential comparison against run A" in page and "B better after 16 of 24 pairs" in page
     assert page.count("<polyline") == 2 and "log(2/alpha) = 3.69" in page
+    assert EFFECT in page
 
 
 def test_compare_applies_the_sequential_analysis_to_a_stopped_comparison(stopped, run_a, env, tmp_path):
     done = cli(env, "compare", str(run_a), str(stopped[1]), "--json", str(tmp_path / "c.json"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "analysis: sequential" in done.stdout and "B better after 16 of 24 pairs" in done.stdout
-    assert "only B 8, only A 0, concordant 8, errored 0" in done.stdout
+    assert "only B 8, only A 0, concordant 8, errored 0" in done.stdout and EFFECT in done.stdout
     result = json.loads((tmp_path / "c.json").read_text())
     assert result["analysis"] == "sequential" and result["sequential"] == sequential(stopped[1])
     # Two ordinary runs: the fixed-n analysis, as before.

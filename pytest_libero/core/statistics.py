@@ -145,14 +145,14 @@ def rate_text(stat: Mapping[str, Any]) -> str:
 
 # -- independent proportions: a perturbation's drop against a control arm --------------------
 
-def wilson_limits(rate: float, trials: float) -> tuple[float, float]:
+def wilson_limits(rate: float, trials: float, z: float = Z95) -> tuple[float, float]:
     """95% Wilson score limits of a rate observed over `trials` (> 0), which may be an effective
     number of trials (kish_effective_n) rather than a count: the score interval's formula holds for
-    any n, and with an integer n it gives wilson()'s limits."""
-    z2 = Z95**2
+    any n, and with an integer n it gives wilson()'s limits. `z`: another level's normal quantile."""
+    z2 = z**2
     denom = 2 * (trials + z2)
     center = (2 * trials * rate + z2) / denom
-    delta = Z95 / denom * math.sqrt(max(4 * trials * rate * (1 - rate) + z2, 0.0))
+    delta = z / denom * math.sqrt(max(4 * trials * rate * (1 - rate) + z2, 0.0))
     low = 0.0 if rate <= 0 else max(0.0, center - delta)
     high = 1.0 if rate >= 1 else min(1.0, center + delta)
     return low, high
@@ -166,13 +166,34 @@ def kish_effective_n(weights: list[float]) -> float:
     return total * total / sum(w * w for w in weights)
 
 
-def newcombe_difference_ci(p1: float, n1: float, p2: float, n2: float) -> tuple[float, float]:
+def newcombe_difference_ci(p1: float, n1: float, p2: float, n2: float, z: float = Z95) -> tuple[float, float]:
     """95% CI of p1 - p2 for two independent proportions by Newcombe's hybrid score interval
     (method 10; Newcombe, Statistics in Medicine 17:873-890, 1998): each rate's Wilson limits,
-    combined as the square root of the sum of squared distances on the side each bound needs."""
-    l1, u1 = wilson_limits(p1, n1)
-    l2, u2 = wilson_limits(p2, n2)
+    combined as the square root of the sum of squared distances on the side each bound needs.
+    `z`: another level's normal quantile (the interval widens as z grows)."""
+    l1, u1 = wilson_limits(p1, n1, z)
+    l2, u2 = wilson_limits(p2, n2, z)
     difference = p1 - p2
     low = difference - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
     high = difference + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
     return max(-1.0, low), min(1.0, high)
+
+
+def newcombe_difference_p(p1: float, n1: float, p2: float, n2: float) -> float:
+    """Two-sided p-value of "p1 = p2" dual to Newcombe's hybrid score interval: the smallest alpha
+    at which the interval at level 1 - alpha excludes 0, so p < 0.05 exactly when the 95% interval
+    (newcombe_difference_ci) excludes 0. The interval grows with its normal quantile z (each Wilson
+    limit moves outward), so that alpha is 2 (1 - Phi(z*)) at the one z* where the bound nearer 0
+    touches it, found by bisection."""
+    difference = p1 - p2
+    if difference == 0:
+        return 1.0
+    side = 0 if difference > 0 else 1  # the bound that moves towards 0
+    low, high = 0.0, 40.0  # at z = 40 every interval of a difference below 1 in size reaches 0
+    if (newcombe_difference_ci(p1, n1, p2, n2, high)[side] > 0) == (difference > 0):
+        return math.erfc(high / math.sqrt(2))
+    for _ in range(60):
+        mid = (low + high) / 2
+        excludes = (newcombe_difference_ci(p1, n1, p2, n2, mid)[side] > 0) == (difference > 0)
+        low, high = (mid, high) if excludes else (low, mid)
+    return math.erfc(high / math.sqrt(2))

@@ -92,6 +92,8 @@ SEQUENTIAL_BLOCK = _ENV.from_string("""
 order seed {{ b.order_seed }}; {{ b.errored }} errored pair(s), never discordant{% if b.not_counted %};
 {{ b.not_counted | length }} episode(s) past the consumed prefix not counted:
 {% for c in b.not_counted %}<code>{{ c }}</code> {% endfor %}{% endif %}.</p>
+{# The effect's intervals (issue 35): the anytime-valid one is the one to quote after a stop. #}
+{% if effect %}<p class="libero-sequential-effect">{{ effect }}</p>{% endif %}
 <svg xmlns="http://www.w3.org/2000/svg" width="{{ w + 60 }}" height="{{ h + 40 }}" role="img"
  aria-label="log e-values against pairs, with the boundary log(2/alpha)">
 <g transform="translate(45,10)">
@@ -116,7 +118,7 @@ log(2/alpha) = {{ '%.2f' % b.boundary_log_e }}</text>
 def sequential_block(summary: dict[str, Any]) -> str:
     """The decision of a run against run A: verdict, settings, and a plot of log E_B and log E_A
     against pairs with the boundary (inline SVG, numbers only; the text escaped)."""
-    from pytest_libero.results.sequential import plot_top, svg_points
+    from pytest_libero.results.sequential import effect_text, plot_top, svg_points
 
     block = summary.get("sequential")
     if not block:
@@ -125,7 +127,8 @@ def sequential_block(summary: dict[str, Any]) -> str:
         return str(SEQUENTIAL_BLOCK.render(b=block))
     width, height, top = 480.0, 160.0, plot_top(block)
     return str(SEQUENTIAL_BLOCK.render(
-        b=block, w=width, h=height, top=top, boundary_y=round(height - height * block["boundary_log_e"] / top, 1),
+        b=block, effect=effect_text(block), w=width, h=height, top=top,
+        boundary_y=round(height - height * block["boundary_log_e"] / top, 1),
         points_b=svg_points(block, "log_e_b", width, height, top),
         points_a=svg_points(block, "log_e_a", width, height, top)))
 

@@ -123,7 +123,37 @@ class Against:
                 "waiting_for": waiting if test.decision is Decision.CONTINUE else None,
                 # Episodes of B past the consumed prefix: recorded, never part of the verdict.
                 "not_counted": [cell for cell in self.order if cell not in consumed and has_ended(b.get(cell))],
-                "verdict": verdict_text(test, len(self.order))}
+                "verdict": verdict_text(test, len(self.order)),
+                "effect": effect_of(test)}
+
+
+def effect_of(test: SequentialTest) -> dict[str, Any]:
+    """The block's "effect": B - A over the consumed pairs, with its anytime-valid interval at the
+    design's alpha (core.confidence: valid at this stop) and the fixed-n one beside it."""
+    # Imported here: this module loads with the plugin's options on every pytest start.
+    from pytest_libero.core.confidence import effect
+
+    kinds = [step.kind for step in test.steps]
+    return effect(kinds.count("both"), kinds.count("only A"), kinds.count("only B"), kinds.count("neither"),
+                  test.design.alpha)
+
+
+def effect_text(block: Mapping[str, Any]) -> str | None:
+    """`effect B - A +50.0 pp over 16 pairs; anytime-valid 95% interval [+2.7, +83.4] pp (a
+    confidence sequence: valid at any stop, this one included); fixed-n 95% [...] pp (Newcombe; ...)`;
+    None without pairs (or in a block written before the effect was recorded)."""
+    found = block.get("effect") or {}
+    if not found.get("pairs"):
+        return None
+    anytime, fixed = found["anytime_valid"], found["fixed_n"]
+
+    def pp(values: list[float]) -> str:
+        return f"[{100 * values[0]:+.1f}, {100 * values[1]:+.1f}]"
+
+    return (f"effect B - A {100 * found['estimate']:+.1f} pp over {found['pairs']} pairs; anytime-valid "
+            f"{100 * anytime['level']:g}% interval {pp(anytime['interval'])} pp (a confidence sequence: valid at any "
+            f"stop, this one included); fixed-n 95% {pp(fixed['ci95'])} pp (Newcombe; not valid after a stop "
+            "the data chose)")
 
 
 def stop_message(test: SequentialTest) -> str:
@@ -159,7 +189,8 @@ def lines(summary: Mapping[str, Any]) -> list[str]:
               f"{len(block['not_counted'])} episode(s) past the consumed prefix not counted; alpha "
               f"{block['alpha']:g}, power {block['power']:g}, min effect {block['min_effect']:g}, order seed "
               f"{block['order_seed']}")
-    return [first, second]
+    third = effect_text(block)
+    return [first, second] + ([f"LIBERO sequential: {third}"] if third else [])
 
 
 def write_stop(run_dir: Path, message: str) -> None:

@@ -34,7 +34,8 @@ from pytest_libero.core.outcomes import status
 from pytest_libero.core.policy import PolicySpec, parse_policy_kwargs
 from pytest_libero.core.protocol import DEFAULT_MAX_POLICY_CALLS, DEFAULT_REPLAN_INTERVAL, setting_differences
 from pytest_libero.core.spec import BenchmarkSpec
-from pytest_libero.core.statistics import kish_effective_n, newcombe_difference_ci, wilson, wilson_limits
+from pytest_libero.core.statistics import (holm_adjust, kish_effective_n, newcombe_difference_ci,
+                                           newcombe_difference_p, wilson, wilson_limits)
 from pytest_libero.errors import OptionError
 
 RUN_KEY = "libero_plus_control"  # run.json's record of the control
@@ -49,7 +50,12 @@ METHOD = ("drop = control rate - variants' rate (percentage points); the control
           "group's base tasks, each variant weighting its base task once; 95% CI: Newcombe's hybrid score "
           "interval for two independent proportions (method 10) from the variants' Wilson interval and the "
           "control's Wilson interval at Kish's effective number of episodes; errored and unattempted episodes "
-          "excluded on both sides")
+          "excluded on both sides; p_value: two-sided, of no drop, dual to that interval (the smallest alpha at "
+          "which the interval at level 1 - alpha excludes 0)")
+# Many rows, many chances (issue 35): the rows of one level form a family for Holm's adjustment.
+MULTIPLICITY = ("holm_p is Holm's step-down adjusted p_value within each level (all categories; all difficulties; "
+                "all suites; all table cells), rows without a drop left out of the family; the overall row is the "
+                "primary test, unadjusted")
 
 
 def matched_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -146,7 +152,7 @@ def drop(members: list[str], outcomes: Mapping[str, str], tally: Tally) -> dict[
     completed = [c for c in members if outcomes.get(c) in ("passed", "failed")]
     passed = sum(outcomes[c] == "passed" for c in completed)
     row: dict[str, Any] = {"variants": wilson(passed, len(completed)), "control": None, "drop_pp": None,
-                           "drop_ci95_pp": None, "missing_base_tasks": []}
+                           "drop_ci95_pp": None, "p_value": None, "missing_base_tasks": []}
     if not completed:
         row["note"] = "no completed variant"
         return row
@@ -171,7 +177,8 @@ def drop(members: list[str], outcomes: Mapping[str, str], tally: Tally) -> dict[
     row.update(control={"rate": rate_control, "ci95": list(wilson_limits(rate_control, effective)),
                         "episodes": sum(tally[key][1] for key in per_base), "effective_n": effective,
                         "base_tasks": len(per_base)},
-               drop_pp=100 * (rate_control - rate_variants), drop_ci95_pp=[100 * low, 100 * high])
+               drop_pp=100 * (rate_control - rate_variants), drop_ci95_pp=[100 * low, 100 * high],
+               p_value=newcombe_difference_p(rate_control, effective, rate_variants, n))
     return row
 
 
@@ -182,7 +189,7 @@ def drops(groups: Mapping[str, Any], outcomes: Mapping[str, str], recorded: Mapp
     cannot be read or no longer matches."""
     from pytest_libero.results.summary import read_records
 
-    block: dict[str, Any] = {**recorded, "method": METHOD}
+    block: dict[str, Any] = {**recorded, "method": METHOD, "multiplicity": MULTIPLICITY}
     folder = Path(str(recorded.get("run")))
     manifest = _manifest(folder)
     if not manifest:
@@ -199,9 +206,18 @@ def drops(groups: Mapping[str, Any], outcomes: Mapping[str, str], recorded: Mapp
     block["control_base_tasks"] = len(tally)
     for name, members in groups.items():
         if name == "table":
-            block["table"] = [dict(key, **drop(cells, outcomes, tally)) for key, cells in members]
+            rows = with_holm({str(i): dict(key, **drop(cells, outcomes, tally))
+                              for i, (key, cells) in enumerate(members)})
+            block["table"] = list(rows.values())
         elif name == "overall":
             block["overall"] = drop(members, outcomes, tally)
         else:
-            block[name] = {value: drop(cells, outcomes, tally) for value, cells in members.items()}
+            block[name] = with_holm({value: drop(cells, outcomes, tally) for value, cells in members.items()})
     return block
+
+
+def with_holm(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One level's rows, each with a drop given `holm_p`, Holm's adjusted p over the level's rows
+    that have one (a row not covered has no test, so it is no member of the family)."""
+    adjusted = holm_adjust({name: row["p_value"] for name, row in rows.items() if row["p_value"] is not None})
+    return {name: dict(row, holm_p=adjusted.get(name)) for name, row in rows.items()}

@@ -180,7 +180,7 @@ def terminal_lines(plus: dict[str, Any]) -> list[str]:
 
 
 def drop_text(row: Mapping[str, Any]) -> str:
-    """`41.0% vs control 78.0%, drop 37.0 pp [30.1, 43.6]`, or why a group has no drop."""
+    """`41.0% vs control 78.0%, drop 37.0 pp [28.8, 44.6], p 1.1e-19, Holm p 7.7e-19`, or why a group has no drop."""
     variants = row["variants"]
     mine = "-" if variants["rate"] is None else f"{100 * variants['rate']:.1f}%"
     if row["drop_pp"] is None:
@@ -190,7 +190,23 @@ def drop_text(row: Mapping[str, Any]) -> str:
         return f"{mine} vs control: {row.get('note', 'no drop')}"
     low, high = row["drop_ci95_pp"]
     return (f"{mine} vs control {100 * row['control']['rate']:.1f}%, drop {row['drop_pp']:.1f} pp "
-            f"[{low:.1f}, {high:.1f}]")
+            f"[{low:.1f}, {high:.1f}]{p_text(row)}")
+
+
+def p_text(row: Mapping[str, Any]) -> str:
+    """`, p 0.0123, Holm p 0.0861` on a row of a level; `, p 0.0123` on the overall row (the primary
+    test, never adjusted); '' on a row written before p-values were."""
+    if row.get("p_value") is None:
+        return ""
+    holm = f", Holm p {p_value_text(row['holm_p'])}" if row.get("holm_p") is not None else ""
+    return f", p {p_value_text(row['p_value'])}{holm}"
+
+
+def p_value_text(value: Any) -> str:
+    """A p-value to four decimals, one below 0.0001 in scientific notation (`3.2e-09`); '-' for none."""
+    if not isinstance(value, (int, float)):
+        return "-"
+    return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
 
 
 def control_lines(against: Mapping[str, Any]) -> list[str]:
@@ -199,7 +215,8 @@ def control_lines(against: Mapping[str, Any]) -> list[str]:
             f"{against.get('mode', 'fast')} mode)")
     if against.get("error"):
         return [f"{head}: no drops, {against['error']}"]
-    lines = [f"{head}: drop = control - variants, 95% Newcombe hybrid score CI (summary.json libero_plus.control)"]
+    lines = [f"{head}: drop = control - variants, 95% Newcombe hybrid score CI, p of no drop (Holm p: adjusted "
+             "within each level; the overall row is the primary test, unadjusted) (summary.json libero_plus.control)"]
     lines += [f"LIBERO-plus difficulty {level}: {drop_text(row)}" for level, row in against["by_difficulty"].items()]
     lines.append(f"LIBERO-plus overall: {drop_text(against['overall'])}")
     return lines
@@ -209,12 +226,13 @@ def control_lines(against: Mapping[str, Any]) -> list[str]:
 # imports this module, and Jinja costs ~0.1 s to import.
 BLOCK = """
 {% macro drop_cells(r) %}<td>{{ rate(r.variants) }}</td>
-{% if r.drop_pp is none %}<td colspan="2">{% if r.missing_base_tasks %}not covered: the control has no episode of
+{% if r.drop_pp is none %}<td colspan="4">{% if r.missing_base_tasks %}not covered: the control has no episode of
  {{ r.missing_base_tasks | join(", ") }}{% else %}{{ r.note }}{% endif %}</td>
 {% else %}<td>{{ "%.1f" % (100 * r.control.rate) }}% [{{ "%.1f" % (100 * r.control.ci95[0]) }},
  {{ "%.1f" % (100 * r.control.ci95[1]) }}] ({{ r.control.episodes }} episodes, effective n
  {{ "%.1f" % r.control.effective_n }})</td><td>{{ "%.1f" % r.drop_pp }} [{{ "%.1f" % r.drop_ci95_pp[0] }},
- {{ "%.1f" % r.drop_ci95_pp[1] }}]</td>{% endif %}{% endmacro %}
+ {{ "%.1f" % r.drop_ci95_pp[1] }}]</td>
+<td>{{ pvalue(r.p_value) }}</td><td>{{ pvalue(r.holm_p) }}</td>{% endif %}{% endmacro %}
 <div class="libero-plus">
 <h2>LIBERO-plus: suite x category x difficulty</h2>
 <p>{{ p.overall.selected }} variants selected; {{ p.skipped_for_assets.count }} skipped for missing assets
@@ -245,8 +263,12 @@ BLOCK = """
 <p>Control: <code>{{ c.run }}</code> (policy {{ c.policy.name }}, {{ c.mode }} mode, protocol
  {{ c.protocol_identity }}). {{ c.method }}.</p>
 {% if c.error %}<p class="libero-plus-control-error"><b>No drops:</b> {{ c.error }}</p>{% else %}
+<p class="libero-plus-holm">Many rows, many chances: Holm p is Holm's step-down adjustment of p within each level
+ (all categories, all difficulties, all suites, all table cells), which keeps the chance of any falsely significant
+ row of a level at most 0.05; the overall row is the primary test, unadjusted.</p>
 <table class="libero-plus-control" border="1" cellpadding="4" style="border-collapse: collapse">
-<tr><th>group</th><th>variants (95% Wilson CI)</th><th>control, matched (95% CI)</th><th>drop, pp (95% CI)</th></tr>
+<tr><th>group</th><th>variants (95% Wilson CI)</th><th>control, matched (95% CI)</th><th>drop, pp (95% CI)</th>
+<th>p (no drop)</th><th>Holm p</th></tr>
 {% for name, rows in (("category", c.by_category), ("difficulty", c.by_difficulty), ("suite", c.by_suite)) %}
 {% for value, r in rows.items() %}
 <tr class="libero-plus-control-{{ name }}"><td>{{ name }} {{ value }}</td>{{ drop_cells(r) }}</tr>
@@ -265,7 +287,7 @@ BLOCK = """
 
 
 def html(plus: dict[str, Any]) -> str:
-    return str(_page_template().render(p=plus, rate=rate_text))
+    return str(_page_template().render(p=plus, rate=rate_text, pvalue=p_value_text))
 
 
 def _page_template() -> Any:
