@@ -97,3 +97,44 @@ def test_a_policy_failing_every_episode_never_trips_the_breaker(toy_env, tmp_pat
     assert "libero breaker" not in result.stdout + result.stderr
     assert set(outcomes(run_folder(tmp_path)).values()) == {"policy_error"}
     assert len(outcomes(run_folder(tmp_path))) == 12
+
+
+def test_the_cause_shape_makes_numbers_paths_and_hex_alike_and_keeps_the_first_line():
+    from pytest_libero.plugin.breaker import Streak, cause_shape
+
+    first = "bench service failed during 'start': OSError: /data/assets/t12/a.xml: 3 bytes at 0x7f3a9c2b10\nTrace"
+    second = "bench service failed during 'start': OSError: /opt/x/t7/b.xml: 41 bytes at 0x55e0aa01ff\nOther"
+    shape = "bench service failed during 'start': OSError: PATH: N bytes at X"
+    assert cause_shape(first) == cause_shape(second) == shape
+    streak = Streak(limit=2)
+    assert not streak.note(first) and streak.note(second)  # two in a row of one shape
+    streak = Streak(limit=2)
+    assert not streak.note(first) and not streak.note(None) and not streak.note(second)  # a policy error between
+    assert not streak.note("bench service process died during 'submit' (exit code -9)")  # another cause: count 1
+    assert not Streak(limit=0).note(first)  # 0: off
+
+
+def test_a_policy_host_that_gave_up_stops_the_session(monkeypatch):
+    """The controller's side (a fake session and host: the plugin's own logic): a report after
+    runtime/host.py gave up rebuilding stops the run with the host's reason, exit 2."""
+    from types import SimpleNamespace
+
+    from pytest_libero.plugin.breaker import BreakerStop
+    from pytest_libero.plugin.policy_host import HOSTS_KEY
+
+    accounting = SimpleNamespace(stop_reason=None)
+    dsession = SimpleNamespace(shouldstop=False)
+    plugins = {"libero-accounting": accounting, "dsession": dsession}
+    config = SimpleNamespace(stash={HOSTS_KEY: {"cpu": SimpleNamespace(gave_up=None)}},
+                             pluginmanager=SimpleNamespace(get_plugin=plugins.get))
+    session = SimpleNamespace(shouldstop=False, exitstatus=0)
+    breaker = BreakerStop(config)  # type: ignore[arg-type]
+    breaker.pytest_sessionstart(session)  # type: ignore[arg-type]
+    breaker.pytest_runtest_logreport(SimpleNamespace())  # type: ignore[arg-type]
+    assert not session.shouldstop and breaker.stopped is None
+    config.stash[HOSTS_KEY]["cpu"].gave_up = "the policy host died and could not be rebuilt 3 times: boom"
+    breaker.pytest_runtest_logreport(SimpleNamespace())  # type: ignore[arg-type]
+    assert "could not be rebuilt 3 times: boom" in session.shouldstop and session.shouldstop == dsession.shouldstop
+    assert accounting.stop_reason.startswith("never ran: libero breaker: the policy host died")
+    breaker.pytest_sessionfinish(session)  # type: ignore[arg-type]
+    assert session.exitstatus == 2
