@@ -90,6 +90,20 @@ def test_the_same_env_error_n_cells_in_a_row_trips_the_breaker_and_resume_contin
     assert len(list((folder / "attempts").rglob("*.json"))) == 3  # the env_error evidence is kept
 
 
+def test_under_xdist_a_tripped_worker_stops_the_whole_run(toy_env, tmp_path):
+    """-n 2: the worker that trips tells the controller (its report crosses xdist), which stops
+    dispatching: cells are left not_run with the breaker's reason, whichever worker tripped."""
+    broken = dict(toy_env, TOY_BENCHMARK_BROKEN="1")
+    result = pytest_run(tmp_path, broken, "-n", "2", "--libero-policy", TOY_POLICY, "--libero-breaker", "2",
+                        "--libero-benchmark", "toy", "--libero-toy-inits", "6", *FAST)  # 24 cells
+    assert result.returncode == 2, result.stdout + result.stderr
+    found = records(run_folder(tmp_path))
+    ran = [r for r in found.values() if r["outcome"]["outcome"] == "env_error"]
+    not_run = [r for r in found.values() if r["outcome"]["outcome"] == "not_run"]
+    assert len(found) == 24 and len(ran) >= 2 and len(ran) + len(not_run) == 24 and not_run, len(ran)
+    assert all("never ran: libero breaker: 2 cells in a row on worker gw" in r["outcome"]["message"] for r in not_run)
+
+
 def test_a_policy_failing_every_episode_never_trips_the_breaker(toy_env, tmp_path):
     # LIBERO's zero policy returns 7-D chunks: under the toy (4-D) every episode is a policy fault.
     result = pytest_run(tmp_path, toy_env, "--libero-policy", "zero", "--libero-breaker", "2", *TOY)

@@ -10,8 +10,8 @@ What it catches: a GPU that EGL cannot map (no libEGL_nvidia in the container, a
 EGL), a MuJoCo that does not import, a GL backend (MUJOCO_GL) that cannot make a context. What it
 cannot: anything of a benchmark's own (a missing asset, a task that does not build, a LIBERO
 install that differs): those end cells as env_error, and the breaker (plugin/breaker.py) stops a
-run whose cells all end so. A passing probe is remembered for the rest of the process, by its whole
-environment (a pytest that runs many sessions in one process pays it once).
+run whose cells all end so. A passing probe is remembered for the rest of the process, by the
+variables that decide rendering (a pytest that runs many sessions in one process pays it once).
 """
 
 from __future__ import annotations
@@ -47,7 +47,12 @@ assert image.shape == (16, 16, 3), image.shape
 print(f"PREFLIGHT-RENDERED mujoco {mujoco.__version__}, max pixel {int(image.max())}")
 """
 
-_PASSED: set[frozenset[tuple[str, str]]] = set()  # environments whose probe passed in this process
+_PASSED: set[frozenset[tuple[str, str]]] = set()  # rendering environments whose probe passed in this process
+# The variables that decide how a process renders (the GL backend and device, the libraries it loads,
+# the MuJoCo it imports): a probe that passed is not repeated for the same ones (HOME, PATH and the
+# like differ between pytester's sessions and change nothing here).
+_RENDERING = re.compile(r"MUJOCO_|PYOPENGL_|CUDA_|NVIDIA_|__EGL_|__GLX_|EGL_|LIBGL_|MESA_|GALLIUM_|LP_|"
+                        r"LD_LIBRARY_PATH$|LD_PRELOAD$|PYTHONPATH$|PYTHONHOME$|VIRTUAL_ENV$|DISPLAY$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +92,7 @@ def render_probe(extra_env: dict[str, str]) -> str:
     """Render one frame in a fresh process with the bench service's `extra_env`; its line, or
     EnvironmentFault with the probe's error."""
     env = dict(os.environ, **extra_env)
-    key = frozenset(env.items())
+    key = frozenset([("python", sys.executable), *((k, v) for k, v in env.items() if _RENDERING.match(k))])
     if key in _PASSED:
         return "rendered a frame (checked earlier in this process)"
     try:
