@@ -31,7 +31,7 @@ def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-benchmark-registration\nVersion: 0\n")
     (dist / "entry_points.txt").write_text("[pytest_libero.benchmarks]\ntoy = toy_benchmark:ADAPTER\n")
     paths = [str(registry), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), MUJOCO_GL="egl")  # EGL: what maps GPUs
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env.pop("TOY_BENCHMARK_BROKEN", None)
     return env

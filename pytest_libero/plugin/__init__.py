@@ -328,8 +328,9 @@ def _build_policy(config: pytest.Config, run: LiberoRun) -> Any:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """The xdist controller runs no item: it checks what it can without building the policy (the
-    factory loads and takes the kwargs), so that a typo stops the run before any worker starts."""
+    """The controller's preflight (plugin/preflight.py: its header line). The xdist controller runs
+    no item: it checks what it can without building the policy (the factory loads and takes the
+    kwargs), so that a typo, or a failed preflight, stops the run before any worker starts."""
     config = session.config
     run = libero_run_of(config)
     if run is None or hasattr(config, "workerinput"):

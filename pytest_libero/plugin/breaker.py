@@ -9,9 +9,9 @@
                  cell it runs and those already sent to it); so does a policy host that could not be
                  rebuilt (runtime/host.py gives up after MAX_REBUILDS)
 
-Only env_error counts (a fault of the simulator or the bench service; a setup error raised as an
-EnvironmentFault, such as a bench service that cannot start); a policy error, a success or a failure
-ends the streak, and a policy that fails every episode never trips it. Cells never run are recorded
+Only env_error counts: a fault of the simulator or the bench service, or a setup error that is an
+EnvironmentFault (a bench service that cannot start) or an InventoryMismatch. A policy error, a
+success or a failure ends the streak, and a policy that fails every episode never trips it. Cells never run are recorded
 not_run with the reason (plugin/accounting.py), their records are what --libero-resume re-runs, and
 the evidence already written is kept. The exit status is 2 (pytest's "interrupted", what a stop
 from session.shouldstop gives), not 1 (episodes failed).
@@ -27,7 +27,7 @@ import pytest
 
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.outcomes import Outcome
-from pytest_libero.errors import EnvironmentFault
+from pytest_libero.errors import EnvironmentFault, InventoryMismatch
 
 DEFAULT_LIMIT = 5
 EXIT_STATUS = pytest.ExitCode.INTERRUPTED
@@ -83,7 +83,8 @@ def _cause(call: pytest.CallInfo[Any], report: pytest.TestReport) -> tuple[bool,
             return False, None  # a kept record says nothing of this machine
         return True, str(row.get("message") or "") if row.get("outcome") == Outcome.ENV_ERROR.value else None
     if report.when == "setup" and report.failed and call.excinfo is not None:
-        if call.excinfo.errisinstance(EnvironmentFault):  # e.g. a bench service that cannot start
+        # A bench service that cannot start, installed files that differ from the inventory: every cell alike.
+        if call.excinfo.errisinstance((EnvironmentFault, InventoryMismatch)):
             return True, f"{call.excinfo.typename}: {call.excinfo.value}"
         return False, None  # another setup error (a policy not built stops the run by itself)
     return report.when == "call", None
