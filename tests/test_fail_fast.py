@@ -153,3 +153,17 @@ def test_a_policy_host_that_gave_up_stops_the_session(monkeypatch):
     assert accounting.stop_reason.startswith("never ran: libero breaker: the policy host died")
     breaker.pytest_sessionfinish(session)  # type: ignore[arg-type]
     assert session.exitstatus == 2
+
+
+def test_a_renderer_that_cannot_render_fails_the_check_naming_the_backend_and_the_fix(monkeypatch):
+    """A broken GL backend (here an unknown MUJOCO_GL): the probe process fails, and the preflight's
+    failure names the target, the backend, MuJoCo's own error and the fix."""
+    from pytest_libero.runtime import preflight
+
+    monkeypatch.setenv("MUJOCO_GL", "nosuchgl")
+    checked = preflight.check(preflight.targets([None]))
+    assert checked.failure is not None and checked.lines == ()
+    assert checked.failure.startswith("cannot render on the CPU renderer (no GPU; MUJOCO_GL=nosuchgl): MuJoCo could "
+                                      "not render one frame (probe exit 1): RuntimeError: invalid value for "
+                                      "environment variable MUJOCO_GL: nosuchgl; check that MuJoCo imports"), checked
+    assert "libEGL_mesa" in checked.failure and "MUJOCO_GL=osmesa" in checked.failure

@@ -106,8 +106,9 @@ def render_probe(extra_env: dict[str, str]) -> str:
         if line.startswith("PREFLIGHT-RENDERED "):
             _PASSED.add(key)
             return f"rendered a frame ({line.split(' ', 1)[1]})"
-    tail = (done.stderr.strip() or done.stdout.strip())[-800:]
-    raise EnvironmentFault(f"MuJoCo could not render one frame (probe exit {done.returncode}): {tail}")
+    said = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
+    # The exception's own line (the traceback above it is the probe's, not the user's).
+    raise EnvironmentFault(f"MuJoCo could not render one frame (probe exit {done.returncode}): {said[-1][-800:]}")
 
 
 RENDER_FIX = ("check that MuJoCo imports and renders here (MUJOCO_GL=egl needs an EGL library: Mesa's libEGL_mesa "
