@@ -178,8 +178,9 @@ CONFTEST = fake_conftest()
 def test_xdist_workers_on_two_faked_gpus_record_their_gpu(pytester):
     pytester.makepyfile(fakes=FAKES)
     pytester.makeconftest(CONFTEST)
-    result = pytester.runpytest("-n", "2", "--libero-gpus", "0,1", "--libero-scope", "development",
-                                "--libero-task-ids", "0,1,2,3", "--libero-budget", "decisions",
+    # The fake service renders nothing: no preflight (on this CPU machine EGL maps no GPU 0 or 1).
+    result = pytester.runpytest("-n", "2", "--libero-gpus", "0,1", "--libero-preflight", "off", "--libero-scope",
+                                "development", "--libero-task-ids", "0,1,2,3", "--libero-budget", "decisions",
                                 "--libero-max-policy-calls", "1", "--libero-video", "none")
     result.assert_outcomes(failed=4)
     (run_dir,) = run_dirs(pytester.path / "reports")

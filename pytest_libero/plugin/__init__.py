@@ -119,6 +119,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
             config.pluginmanager.register(SequentialStop(config, run, config.stash[RUN_DIR_KEY].path,
                                                          config.stash[RESUMED_KEY]), "libero-sequential")
+        if not config.option.collectonly:
+            from pytest_libero.plugin.breaker import BreakerStop
+
+            config.pluginmanager.register(BreakerStop(config), "libero-breaker")
         if run.require_reference:
             from pytest_libero.plugin.install_check import InstallStop
 
@@ -149,6 +153,10 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         c = run.comparison.settings
         resumed += (f"libero: against {c.against}: {len(run.cells)} cells in order (seed {c.order_seed}), sequential "
                     f"test, stop {c.stop}, alpha {c.alpha:g}, power {c.power:g}, min effect {c.min_effect:g}\n")
+    from pytest_libero.plugin.preflight import header_line
+
+    checked = header_line(config)
+    resumed += f"{checked}\n" if checked else ""
     return (f"{resumed}libero: {bench}scope {p.scope}, {len(run.cells)} cell(s){shard}, policy {run.policy.name}, "
             f"budget {budget}, track {p.track}{mode}{options}, protocol {p.identity}")
 
@@ -220,6 +228,10 @@ def pytest_runtest_makereport(
             relative = os.path.relpath(video, Path(html_path).resolve().parent)
             report.extras = [*getattr(report, "extras", []),  # type: ignore[attr-defined]
                              extras.video(relative, name=row["cell"])]
+    if RUN_DIR_KEY in item.config.stash:
+        from pytest_libero.plugin.breaker import note_report
+
+        note_report(item, call, report, item.config.stash[RUN_DIR_KEY].path)  # env_error cell after cell: stop
     return report
 
 
@@ -267,6 +279,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     cells = [getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell") for item in session.items]
     if not any(isinstance(cell, Cell) and cell.id not in resumed for cell in cells):
         return  # nothing will run an episode (a resumed run's kept cells build nothing)
+    from pytest_libero.plugin.preflight import stop_if_failed
+
+    stop_if_failed(config, [item.nodeid for item in session.items], config.stash[RUN_DIR_KEY].path)
     config.stash[POLICY_KEY] = _build_policy(config, config.stash[RUN_KEY])
 
 
@@ -313,12 +328,19 @@ def _build_policy(config: pytest.Config, run: LiberoRun) -> Any:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """The xdist controller runs no item: it checks what it can without building the policy (the
-    factory loads and takes the kwargs), so that a typo stops the run before any worker starts."""
+    """The controller's preflight (plugin/preflight.py: its header line). The xdist controller runs
+    no item: it checks what it can without building the policy (the factory loads and takes the
+    kwargs), so that a typo, or a failed preflight, stops the run before any worker starts."""
     config = session.config
     run = libero_run_of(config)
-    if run is None or hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession"):
+    if run is None or hasattr(config, "workerinput"):
         return
+    from pytest_libero.plugin import preflight
+
+    resumed = config.stash.get(RESUMED_KEY, frozenset())
+    preflight.run_checks(config, pending=any(cell.id not in resumed for cell in run.cells))  # its header line
+    if not config.pluginmanager.hasplugin("dsession"):
+        return  # one process: a failed preflight stops the run once collection knows the selection
     from pytest_libero.runtime.policies import build_failure_line, dry_check
 
     spec = run.policy
@@ -330,12 +352,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             check_in(run.policy_python, spec, _policy_paths(run))
         else:
             dry_check(spec)
-        if run.isolation == "host" and not config.option.collectonly:
-            from pytest_libero.plugin import policy_host
-
-            policy_host.start_for_xdist(config, run, _policy_paths(run))  # built before any worker starts
     except Exception as exc:  # noqa: BLE001 - reported once, as a usage error
         raise pytest.UsageError(build_failure_line(spec, exc)) from None
+    # Before any worker starts (the run's cells: -k and -m are applied by the workers' collection).
+    preflight.stop_if_failed(config, [cell.id for cell in run.cells], config.stash[RUN_DIR_KEY].path)
+    if run.isolation == "host" and not config.option.collectonly:
+        from pytest_libero.plugin import policy_host
+
+        try:
+            policy_host.start_for_xdist(config, run, _policy_paths(run))  # built before any worker starts
+        except Exception as exc:  # noqa: BLE001 - reported once, as a usage error
+            raise pytest.UsageError(build_failure_line(spec, exc)) from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -37,6 +37,7 @@ class Accounting:
         self.unrecorded_errors: dict[str, str] = {}
         self.not_built: dict[str, str] = {}  # cells a worker could not build the policy for: one line each
         self.no_case: str | None = None  # why xdist workers collected no LIBERO case (None: they did)
+        self.stop_reason: str | None = None  # why the run stopped early (preflight, breaker): cells not run say so
         self._summary: tuple[dict[str, Any], bytes] | None = None
 
     # -- selection -----------------------------------------------------------------------
@@ -64,6 +65,13 @@ class Accounting:
             selection["unsharded_cells"] = [cell.id for cell in run.all_cells]
         write_json_atomic(self.run_dir.path / "run.json", manifest)
         write_json_atomic(self.run_dir.path / "selection.json", selection)
+
+    def stop_before_cells(self, nodeids: list[str], reason: str) -> None:
+        """The run stops before any cell (plugin/preflight.py): run.json, selection.json and every
+        selected cell's not_run record (`reason`) are written now, so that --libero-resume continues."""
+        self._note_selection(nodeids)
+        self.stop_reason = reason
+        self.final_summary()
 
     def _cell(self, nodeid: str) -> str:
         return self.cell_id_of(nodeid) or nodeid
@@ -162,7 +170,7 @@ class Accounting:
                 self._write_placeholder(cell, Outcome.ENV_ERROR, self.unrecorded_errors[nodeid], "main")
             elif self.status.get(nodeid) in (None, "unattempted"):
                 why = (f"never ran: the run stopped when {next(iter(self.not_built.values()))}" if self.not_built
-                       else decided or "never ran (-x, interrupt, skip or lost worker)")
+                       else decided or self.stop_reason or "never ran (-x, interrupt, skip or lost worker)")
                 self._write_placeholder(cell, Outcome.NOT_RUN, why, "main")
         summary = rebuild(self.run_dir.path, self.run.adapter)
         self._summary = (summary, (self.run_dir.path / "success_rates.png").read_bytes())

@@ -136,6 +136,15 @@ def addoptions(parser: pytest.Parser) -> None:
     group.addoption("--libero-service-timeout", dest="libero_service_timeout", type=float,
                     default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                     help=f"Deadline for each bench service reply (default {DEFAULT_TIMEOUT_S:g})")
+    # Fail fast on a machine that cannot do the work (plugin/preflight.py, plugin/breaker.py).
+    from pytest_libero.plugin.breaker import DEFAULT_LIMIT, limit_of
+
+    group.addoption("--libero-preflight", dest="libero_preflight", choices=("render", "off"), default="render",
+                    help="Before any cell, render one frame on each GPU (EGL device) or CPU renderer the run uses; "
+                         "a failure stops the run, exit 4, every cell recorded not_run (default render; off skips it)")
+    group.addoption("--libero-breaker", dest="libero_breaker", type=limit_of, default=DEFAULT_LIMIT, metavar="N",
+                    help=f"Stop the run (exit 2; cells not run recorded not_run) when N cells in a row on a worker "
+                         f"end env_error with the same cause (default {DEFAULT_LIMIT}; 0: never)")
     from pytest_libero.plugin.policy_host import add_options as add_host_options
 
     add_host_options(group)

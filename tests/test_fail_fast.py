@@ -1,0 +1,169 @@
+"""A machine that cannot do the work stops the run early (issue 34), through real pytest runs of the
+toy benchmark (tests/toy_benchmark.py: the real plugin and bench service, no simulator):
+
+- the preflight: nvidia-smi lists a GPU that EGL cannot map: the run stops before the first cell
+  (exit 4), every cell not_run in the run folder, and a resume on the fixed machine runs them;
+- the breaker: a service module whose every build fails trips it after N cells in a row (exit 2),
+  the rest not_run, and a resume runs them; a policy failing every episode never trips it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from test_benchmark_seam import TOY_POLICY, TESTS, pytest_run, records, run_folder
+
+FAST = ["--libero-budget", "decisions", "--libero-max-policy-calls", "2", "--libero-video", "none"]
+TOY = ["--libero-benchmark", "toy", "--libero-toy-inits", "3", *FAST]  # 12 cells: 2 suites x 2 tasks x 3 inits
+
+
+@pytest.fixture(scope="module")
+def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The toy's registration and module on PYTHONPATH (as tests/test_benchmark_seam.py makes it), on
+    a machine without CUDA_VISIBLE_DEVICES (so that GPUs come from nvidia-smi)."""
+    registry = tmp_path_factory.mktemp("registry")
+    dist = registry / "toy_benchmark_registration-0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-benchmark-registration\nVersion: 0\n")
+    (dist / "entry_points.txt").write_text("[pytest_libero.benchmarks]\ntoy = toy_benchmark:ADAPTER\n")
+    paths = [str(registry), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), MUJOCO_GL="egl")  # EGL: what maps GPUs
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.pop("TOY_BENCHMARK_BROKEN", None)
+    return env
+
+
+def outcomes(folder: Path) -> dict[str, str]:
+    return {cell: record["outcome"]["outcome"] for cell, record in records(folder).items()}
+
+
+def test_a_gpu_that_egl_cannot_map_stops_the_run_before_any_cell_and_resume_runs_it(toy_env, tmp_path):
+    if os.path.exists("/proc/driver/nvidia"):
+        pytest.skip("an NVIDIA machine: its EGL does map its GPUs")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"  # lists one GPU; this machine's EGL (Mesa) reports no CUDA device
+    smi.write_text("#!/bin/sh\necho '0, NVIDIA Fake H100, GPU-00000000-1111-2222-3333-444444444444'\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+    fake = dict(toy_env, PATH=f"{bin_dir}{os.pathsep}{toy_env['PATH']}")
+    result = pytest_run(tmp_path / "run", fake, "--libero-benchmark", "toy", "--libero-policy", TOY_POLICY, *FAST)
+    assert result.returncode == 4, result.stdout + result.stderr
+    line = result.stderr
+    for named in ("libero preflight: cannot render on GPU 0 (NVIDIA Fake H100", "MUJOCO_GL=egl",
+                  "libEGL_nvidia", "MUJOCO_GL=osmesa", "--libero-resume", "4 selected cell(s) are recorded not_run"):
+        assert named in line, line
+    assert "test_rollout" not in result.stdout  # no cell started
+    folder = run_folder(tmp_path / "run")
+    assert (folder / "run.json").exists() and (folder / "selection.json").exists()
+    found = records(folder)
+    assert {c: r["outcome"]["outcome"] for c, r in found.items()} == dict.fromkeys(
+        ["toy_red-n1", "toy_red-n2", "toy_blue-n1", "toy_blue-n2"], "not_run")
+    assert all("the preflight stopped the run: cannot render on GPU 0" in r["outcome"]["message"]
+               for r in found.values())
+    # The fix: a machine whose nvidia-smi lists no GPU EGL cannot map (here: none, so the CPU renderer).
+    resumed = pytest_run(tmp_path / "run", toy_env, "--libero-resume", str(folder))
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # the still policy fails every toy cell
+    assert "libero: preflight (" in resumed.stdout and "the CPU renderer (no GPU; MUJOCO_GL=egl" in resumed.stdout
+    assert set(outcomes(folder).values()) == {"failure"}
+
+
+def test_the_same_env_error_n_cells_in_a_row_trips_the_breaker_and_resume_continues(toy_env, tmp_path):
+    broken = dict(toy_env, TOY_BENCHMARK_BROKEN="1")  # every build fails (an asset missing), each cell's path differs
+    result = pytest_run(tmp_path, broken, "--libero-policy", TOY_POLICY, "--libero-breaker", "3",
+                        *TOY)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "libero breaker: 3 cells in a row on worker main ended env_error with the same cause" in result.stdout
+    folder = run_folder(tmp_path)
+    found = outcomes(folder)
+    assert len(found) == 12 and sorted(found.values()).count("env_error") == 3, found
+    assert sorted(found.values()).count("not_run") == 9
+    not_run = [r for r in records(folder).values() if r["outcome"]["outcome"] == "not_run"]
+    assert all("never ran: libero breaker: 3 cells in a row" in r["outcome"]["message"] for r in not_run)
+    assert "toy asset PATH is missing" in not_run[0]["outcome"]["message"]  # the cause's shape, paths made alike
+    resumed = pytest_run(tmp_path, toy_env, "--libero-resume", str(folder))
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # the fixed machine: the still policy fails
+    assert set(outcomes(folder).values()) == {"failure"}
+    assert len(list((folder / "attempts").rglob("*.json"))) == 3  # the env_error evidence is kept
+
+
+def test_under_xdist_a_tripped_worker_stops_the_whole_run(toy_env, tmp_path):
+    """-n 2: the worker that trips tells the controller (its report crosses xdist), which stops
+    dispatching: cells are left not_run with the breaker's reason, whichever worker tripped."""
+    broken = dict(toy_env, TOY_BENCHMARK_BROKEN="1")
+    result = pytest_run(tmp_path, broken, "-n", "2", "--libero-policy", TOY_POLICY, "--libero-breaker", "2",
+                        *TOY)
+    assert result.returncode == 2, result.stdout + result.stderr
+    found = records(run_folder(tmp_path))
+    ran = [r for r in found.values() if r["outcome"]["outcome"] == "env_error"]
+    not_run = [r for r in found.values() if r["outcome"]["outcome"] == "not_run"]
+    assert len(found) == 12 and len(ran) >= 2 and len(ran) + len(not_run) == 12 and not_run, len(ran)
+    assert all("never ran: libero breaker: 2 cells in a row on worker gw" in r["outcome"]["message"] for r in not_run)
+
+
+def test_a_policy_failing_every_episode_never_trips_the_breaker(toy_env, tmp_path):
+    # LIBERO's zero policy returns 7-D chunks: under the toy (4-D) every episode is a policy fault.
+    result = pytest_run(tmp_path, toy_env, "--libero-policy", "zero", "--libero-breaker", "2", "--libero-benchmark",
+                        "toy", *FAST)  # 4 cells
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "libero breaker" not in result.stdout + result.stderr
+    assert outcomes(run_folder(tmp_path)) == dict.fromkeys(["toy_red-n1", "toy_red-n2", "toy_blue-n1", "toy_blue-n2"],
+                                                           "policy_error")
+
+
+def test_the_cause_shape_makes_numbers_paths_and_hex_alike_and_keeps_the_first_line():
+    from pytest_libero.plugin.breaker import Streak, cause_shape
+
+    first = "bench service failed during 'start': OSError: /data/assets/t12/a.xml: 3 bytes at 0x7f3a9c2b10\nTrace"
+    second = "bench service failed during 'start': OSError: /opt/x/t7/b.xml: 41 bytes at 0x55e0aa01ff\nOther"
+    shape = "bench service failed during 'start': OSError: PATH: N bytes at X"
+    assert cause_shape(first) == cause_shape(second) == shape
+    streak = Streak(limit=2)
+    assert not streak.note(first) and streak.note(second)  # two in a row of one shape
+    streak = Streak(limit=2)
+    assert not streak.note(first) and not streak.note(None) and not streak.note(second)  # a policy error between
+    assert not streak.note("bench service process died during 'submit' (exit code -9)")  # another cause: count 1
+    assert not Streak(limit=0).note(first)  # 0: off
+
+
+def test_a_policy_host_that_gave_up_stops_the_session(monkeypatch):
+    """The controller's side (a fake session and host: the plugin's own logic): a report after
+    runtime/host.py gave up rebuilding stops the run with the host's reason, exit 2."""
+    from types import SimpleNamespace
+
+    from pytest_libero.plugin.breaker import BreakerStop
+    from pytest_libero.plugin.policy_host import HOSTS_KEY
+
+    accounting = SimpleNamespace(stop_reason=None)
+    dsession = SimpleNamespace(shouldstop=False)
+    plugins = {"libero-accounting": accounting, "dsession": dsession}
+    config = SimpleNamespace(stash={HOSTS_KEY: {"cpu": SimpleNamespace(gave_up=None)}},
+                             pluginmanager=SimpleNamespace(get_plugin=plugins.get))
+    session = SimpleNamespace(shouldstop=False, exitstatus=0)
+    breaker = BreakerStop(config)  # type: ignore[arg-type]
+    breaker.pytest_sessionstart(session)  # type: ignore[arg-type]
+    breaker.pytest_runtest_logreport(SimpleNamespace())  # type: ignore[arg-type]
+    assert not session.shouldstop and breaker.stopped is None
+    config.stash[HOSTS_KEY]["cpu"].gave_up = "the policy host died and could not be rebuilt 3 times: boom"
+    breaker.pytest_runtest_logreport(SimpleNamespace())  # type: ignore[arg-type]
+    assert "could not be rebuilt 3 times: boom" in session.shouldstop and session.shouldstop == dsession.shouldstop
+    assert accounting.stop_reason.startswith("never ran: libero breaker: the policy host died")
+    breaker.pytest_sessionfinish(session)  # type: ignore[arg-type]
+    assert session.exitstatus == 2
+
+
+def test_a_renderer_that_cannot_render_fails_the_check_naming_the_backend_and_the_fix(monkeypatch):
+    """A broken GL backend (here an unknown MUJOCO_GL): the probe process fails, and the preflight's
+    failure names the target, the backend, MuJoCo's own error and the fix."""
+    from pytest_libero.runtime import preflight
+
+    monkeypatch.setenv("MUJOCO_GL", "nosuchgl")
+    checked = preflight.check(preflight.targets([None]))
+    assert checked.failure is not None and checked.lines == ()
+    assert checked.failure.startswith("cannot render on the CPU renderer (no GPU; MUJOCO_GL=nosuchgl): MuJoCo could "
+                                      "not render one frame (probe exit 1): RuntimeError: invalid value for "
+                                      "environment variable MUJOCO_GL: nosuchgl; check that MuJoCo imports"), checked
+    assert "libEGL_mesa" in checked.failure and "MUJOCO_GL=osmesa" in checked.failure
