@@ -71,3 +71,38 @@ def test_a_failed_encode_is_an_env_error_with_ffmpegs_stderr_and_no_video(tmp_pa
     assert [p.name for p in folder.rglob("*.mp4")] == []
     overall = json.loads((folder / "summary.json").read_text())["overall"]
     assert (overall["errored"], overall["by_outcome"]["env_error"]) == (2, 2), overall
+
+
+def test_a_worker_killed_mid_episode_is_replaced_and_its_successor_reaches_the_policy_host(
+        tmp_path: Path, toy_env: dict[str, str]) -> None:
+    """gw0 is killed (SIGKILL, by its own bench service: tests/toy_benchmark.py `crash_gate`) during its
+    first episode, after the host answered its reset and first act. xdist replaces it; the replacement
+    (gw2) gets the cell gw0 left and answers it through the same policy host, whose address the
+    controller hands to every worker it starts (plugin/policy_host.py XdistHosts).
+
+    Four cells on two workers: xdist's load scheduling sends each worker two at once and, the queue
+    then empty, tells both to finish; gw1 takes nothing more, so the cell gw0 left can only go to
+    its replacement, whichever worker is quicker."""
+    crash = tmp_path / "crash"
+    crash.mkdir()
+    result = pytest_run(tmp_path / "run", dict(toy_env, TOY_CRASH_DIR=str(crash)), "-rA", *FAST, *PUSH, "-n", "2",
+                        "--libero-policy-isolation", "host", "--libero-video", "none")
+    output = result.stdout + result.stderr
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, output  # the crashed item errors; n2s fail
+    assert sorted(p.name for p in crash.iterdir()) == ["killed", "reached-by-gw2"], output
+    assert "replacing crashed worker gw0" in output, output
+    found = records(run_folder(tmp_path / "run"))
+    assert sorted(found) == ["toy_blue-n1", "toy_blue-n2", "toy_red-n1", "toy_red-n2"]
+    crashed = [cell for cell, record in found.items() if record["outcome"]["outcome"] == "crashed"]
+    assert len(crashed) == 1, {cell: r["outcome"] for cell, r in found.items()}
+    assert found[crashed[0]]["outcome"]["message"].startswith(f"worker crashed while running {crashed[0]}")
+    answered = {cell: record for cell, record in found.items() if cell not in crashed}
+    assert sorted(r["worker"] for r in answered.values()) == ["gw1", "gw1", "gw2"], \
+        {cell: r["worker"] for cell, r in found.items()}
+    for cell, record in answered.items():
+        # answered by the policy's own verdict (n1 succeeds under push, n2 is truncated) through the host
+        assert record["outcome"]["outcome"] == ("success" if cell.endswith("-n1") else "failure"), record["outcome"]
+        assert record["identities"]["model_profile"]["isolation"] == "host"
+        timing = record["timing"]
+        assert {"policy_queue_s", "policy_host_compute_s", "policy_batch_size_max"} <= set(timing), timing
+        assert record["counters"]["policy_calls"] >= 1
