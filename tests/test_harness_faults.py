@@ -3,6 +3,8 @@ tests/toy_benchmark.py, registered as tests/test_benchmark_seam.py registers it:
 
 - ffmpeg fails: the episode is an env_error whose message carries ffmpeg's exit status and
   stderr tail, the record keeps what the episode measured, and no video is left or named.
+- an xdist worker is killed mid-episode under `--libero-policy-isolation host`: its cell is
+  `crashed`, and the replacement worker's cell is answered by the same policy host.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from test_benchmark_seam import TOY_POLICY, pytest_run, records, run_folder, toy_environment
+from test_benchmark_seam import TOY_POLICY, assert_schema_valid, pytest_run, records, run_folder, toy_environment
 
 FAST = ["--libero-benchmark", "toy", "--libero-budget", "decisions", "--libero-max-policy-calls", "3"]
 PUSH = ["--libero-policy", TOY_POLICY, "--libero-policy-kwargs", '{"push": 1.0}']
@@ -67,6 +69,7 @@ def test_a_failed_encode_is_an_env_error_with_ffmpegs_stderr_and_no_video(tmp_pa
         assert any(w.startswith(f"before its video failed the episode ended {verdicts[cell]}")
                    for w in record["warnings"]), record["warnings"]
         assert f"env_error: video encoder failed for {cell}" in result.stdout, output
+    assert_schema_valid(folder)
     # no video in place, and no temporary of one left behind
     assert [p.name for p in folder.rglob("*.mp4")] == []
     overall = json.loads((folder / "summary.json").read_text())["overall"]
