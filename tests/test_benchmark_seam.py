@@ -32,7 +32,11 @@ POLICIES = {"still": ["--libero-policy", TOY_POLICY],
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The environment of every subprocess: the toy's registration and module on PYTHONPATH."""
-    registry = tmp_path_factory.mktemp("registry")
+    return toy_environment(tmp_path_factory.mktemp("registry"))
+
+
+def toy_environment(registry: Path) -> dict[str, str]:
+    """This process's environment with the toy registered (a dist-info folder made in `registry`)."""
     dist = registry / "toy_benchmark_registration-0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-benchmark-registration\nVersion: 0\n")

@@ -126,20 +126,30 @@ def test_a_run_under_mujoco_333_reports_the_drift_at_each_cells_start(mujoco_333
 
 
 def test_a_pinned_run_matches_and_require_reference_stops_at_a_cell_without_one(tmp_path):
-    # The standard schedule at fast mode's environment seed (the reference's), one task's init states
-    # 0 (in the reference), 2 (not in it) and 3: state 0 matches, images included; the run stops after
-    # state 2's episode, whose record is written; state 3 is never run.
-    done = run([sys.executable, "-m", "pytest", *RUN, "--libero-mode", "full", "--libero-schedule", "standard",
-                "--libero-seeds", "20260907", "--libero-scope", "task_coverage", "--libero-suite", "libero_spatial",
-                "--libero-task-ids", "0", "--libero-init-states", "0,2,3", "--libero-require-reference",
-                "--libero-output", str(tmp_path / "out")], cwd=tmp_path)
+    """Under `-n 2`: the stop is found on a worker and crosses xdist to the controller
+    (plugin/install_check.py InstallStop, through xdist's own stop flag).
+
+    The standard schedule at fast mode's environment seed (the reference's), one task's init states
+    0 and 1 (in the reference), 2 (not in it) and 3. xdist's load scheduling sends the four cells at
+    once in two consecutive pairs, (0, 1) to one worker and (2, 3) to the other: states 0 and 1
+    match, images included; the other worker stops after state 2's episode, whose record is written
+    (its own outcome kept), and state 3 is never run (not_run). The first worker finishes what it
+    was sent, as under -x."""
+    done = run([sys.executable, "-m", "pytest", *RUN, "-n", "2", "--libero-mode", "full", "--libero-schedule",
+                "standard", "--libero-seeds", "20260907", "--libero-scope", "task_coverage", "--libero-suite",
+                "libero_spatial", "--libero-task-ids", "0", "--libero-init-states", "0,1,2,3",
+                "--libero-require-reference", "--libero-output", str(tmp_path / "out")], cwd=tmp_path)
     run_dir, found = records(tmp_path / "out")
-    first, second, third = (found[f"libero_spatial-t00-s0{i}-seed20260907"] for i in (0, 2, 3))
-    assert (first["install"]["states"], first["install"]["images"]) == ("match", "match")
-    assert first["install"]["line"] == "install: matches the reference"
-    assert second["install"]["verdict"] == "not checked"
-    assert second["outcome"]["outcome"] == "failure"  # the episode's own outcome is kept
-    assert third["outcome"]["outcome"] == "not_run"
+    cells = [found[f"libero_spatial-t00-s0{i}-seed20260907"] for i in range(4)]
+    for matching in cells[:2]:
+        assert (matching["install"]["states"], matching["install"]["images"]) == ("match", "match"), done.stdout
+        assert matching["install"]["line"] == "install: matches the reference"
+    stopped, never = cells[2:]
+    assert stopped["install"]["verdict"] == "not checked"
+    assert stopped["outcome"]["outcome"] == "failure"  # the episode's own outcome is kept
+    assert never["outcome"]["outcome"] == "not_run"
+    assert cells[0]["worker"] == cells[1]["worker"] != stopped["worker"], [c["worker"] for c in cells]
     assert "install: not checked (no reference for this cell) (--libero-require-reference: the run stops" \
         in done.stdout, done.stdout
-    assert done.returncode != 0
+    assert "Interrupted: install: not checked (no reference for this cell)" in done.stdout, done.stdout
+    assert done.returncode == pytest.ExitCode.INTERRUPTED, done.stdout

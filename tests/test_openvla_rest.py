@@ -34,6 +34,10 @@ from wire_helpers import assert_policy_error, episode
 # OpenVLA's action: 6 deltas and the gripper in [0, 1], 1 = open.
 ACTION = np.array([0.01, -0.02, 0.03, 0.0, 0.1, -0.1, 1.0], dtype=np.float32)
 REQUEST_TIMEOUT_S = 0.5
+# A generous bound for "on time" and "fails fast" on a loaded machine: many times the deadlines
+# used here and still far from never. Whether the deadline or the fault ended a request is told by
+# the message, not by the clock.
+PROMPT_S = 5.0
 MAX_REPLY = 4096
 
 
@@ -270,7 +274,7 @@ def test_each_fault_is_a_policy_error_on_time_and_the_next_request_works(server,
     tick = time.monotonic()
     with pytest.raises(PolicyServerError) as caught:
         policy.act(observation())
-    assert time.monotonic() - tick < REQUEST_TIMEOUT_S + 1.0
+    assert time.monotonic() - tick < REQUEST_TIMEOUT_S + PROMPT_S
     assert fnmatch.fnmatch(str(caught.value), f"*{message}*"), str(caught.value)
     assert isinstance(caught.value, PolicyFault)
     np.testing.assert_allclose(policy.act(observation()), libero_gripper(ACTION))  # a fresh connection works
@@ -286,7 +290,7 @@ def test_a_refused_connection_fails_fast_with_one_clear_message():
     with pytest.raises(PolicyServerError, match=f"OpenVLA REST server unreachable at http://127.0.0.1:{port}/act "
                                                 r"within 0.3 s \(ConnectionRefusedError"):
         OpenVLARestPolicy(port=port, connect_timeout_s=0.3)
-    assert time.monotonic() - tick < 2.0
+    assert time.monotonic() - tick < PROMPT_S
 
 
 def test_a_server_that_dies_mid_episode_is_a_policy_fault(server):
@@ -295,10 +299,9 @@ def test_a_server_that_dies_mid_episode_is_a_policy_fault(server):
     policy.reset("x")
     policy.act(observation())
     threading.Timer(0.3, srv.close).start()
-    tick = time.monotonic()
     result = episode(policy)
-    assert time.monotonic() - tick < 4.0  # the closed connection ends the request, not the deadline
     assert_policy_error(result, "policy.act raised PolicyServerError: *http://127.0.0.1:*")
+    assert "no reply from" not in result.message  # the closed connection ended the request, not the deadline
     assert result.policy_calls == 1
     # Gone for good: the next episode's request is refused (or reset), again the policy's fault.
     assert_policy_error(episode(policy), "policy.act raised PolicyServerError: *http://127.0.0.1:*/act*")

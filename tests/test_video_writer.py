@@ -27,20 +27,52 @@ def test_committed_video_holds_every_frame(tmp_path):
     assert imageio.get_reader(tmp_path / "videos" / "cell.mp4").count_frames() == 5
 
 
-def test_an_encoder_failure_is_raised_by_commit_and_leaves_no_file(tmp_path, monkeypatch):
-    import imageio.v2 as imageio
+def fake_ffmpeg(folder, body):
+    """An executable standing in for ffmpeg (IMAGEIO_FFMPEG_EXE): a shell script with this body."""
+    script = folder / "ffmpeg"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(0o755)
+    return script
 
-    def broken(*args, **kwargs):
-        raise OSError("no ffmpeg here")
 
-    monkeypatch.setattr(imageio, "get_writer", broken)
+# ffmpeg failing at once (it never reads its input), after reading every frame, or exiting 0
+# having written nothing: each is an error naming what ffmpeg did, with its stderr's last lines.
+FAILING_ENCODERS = {
+    "exits at once": ("echo 'x264 [error]: no encoder here' >&2; exit 1",
+                      r"ffmpeg stopped reading its input \(BrokenPipeError\): ffmpeg exited with status 1"),
+    "fails at the end": ("cat > /dev/null; echo 'first line' >&2; echo 'x264 [error]: no encoder here' >&2; exit 3",
+                         r"the encode failed: ffmpeg exited with status 3"),
+    "writes nothing": ("cat > /dev/null; echo 'x264 [error]: no encoder here' >&2; exit 0",
+                       r"ffmpeg exited 0 but wrote no video"),
+}
+
+
+@pytest.mark.parametrize("case", FAILING_ENCODERS)
+def test_an_encoder_failure_is_raised_with_ffmpegs_stderr_and_leaves_no_file(tmp_path, monkeypatch, case):
+    from pytest_libero.results.encoder import VideoEncodeError
+
+    body, expected = FAILING_ENCODERS[case]
+    monkeypatch.setenv("IMAGEIO_FFMPEG_EXE", str(fake_ffmpeg(tmp_path, body)))
     writer = VideoWriter(tmp_path / "videos" / "cell.mp4", fps=4)
     for images in frames(3):
         try:
             writer.add(images)
-        except OSError:
+        except VideoEncodeError:
             break  # a later add may already report it
-    with pytest.raises(OSError, match="no ffmpeg here"):
+    with pytest.raises(VideoEncodeError, match=expected) as raised:
+        writer.commit()
+    assert "(encoder " in str(raised.value) and ", writing cell.mp4); ffmpeg's stderr ends: " in str(raised.value)
+    assert str(raised.value).endswith("x264 [error]: no encoder here"), raised.value
+    assert list((tmp_path / "videos").iterdir()) == []
+
+
+def test_no_ffmpeg_to_start_is_an_encoder_error(tmp_path, monkeypatch):
+    from pytest_libero.results.encoder import VideoEncodeError
+
+    monkeypatch.setenv("IMAGEIO_FFMPEG_EXE", str(tmp_path / "no-such-ffmpeg"))
+    writer = VideoWriter(tmp_path / "videos" / "cell.mp4", fps=4)
+    writer.add(frames(1)[0])
+    with pytest.raises(VideoEncodeError, match="could not be started: .*set IMAGEIO_FFMPEG_EXE"):
         writer.commit()
     assert list((tmp_path / "videos").iterdir()) == []
 
@@ -51,6 +83,18 @@ def test_abandon_removes_the_temporary(tmp_path):
         writer.add(images)
     writer.abandon()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_frame_of_another_size_is_an_encoder_error(tmp_path):
+    from pytest_libero.results.encoder import VideoEncodeError
+
+    writer = VideoWriter(tmp_path / "videos" / "cell.mp4", fps=4)
+    writer.add(frames(1)[0])
+    writer.add({"agentview": np.zeros((128, 128, 3), np.uint8)})
+    with pytest.raises(VideoEncodeError, match=r"a frame of shape \(128, 128, 3\) \(uint8\) in a video of "
+                                               r"\(256, 512, 3\)"):
+        writer.commit()
+    assert list((tmp_path / "videos").iterdir()) == []
 
 
 def test_the_encoder_and_its_ffmpeg_run_at_a_lower_priority_than_the_episode(tmp_path):

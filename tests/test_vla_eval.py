@@ -35,6 +35,9 @@ from wire_helpers import assert_policy_error, episode
 pytest.importorskip("vla_eval", reason="install the test extra: pip install -e '.[test]'")
 
 REQUEST_TIMEOUT_S = 0.5
+# A generous bound for "on time" on a loaded machine: many times the deadlines used here and still
+# far from never. Whether the deadline or the fault ended a request is told by the message.
+PROMPT_S = 5.0
 HANG_S = 1.0
 GOOD = scripted_action(0)
 STALE = np.full(7, 0.9, dtype=np.float32)
@@ -277,7 +280,7 @@ def test_a_hostile_reply_is_a_policy_error_on_time_and_the_next_episode_works(ho
     tick = time.monotonic()
     with pytest.raises(PolicyServerError) as caught:
         policy.act(observation())
-    assert time.monotonic() - tick < timeout_s + 0.5
+    assert time.monotonic() - tick < timeout_s + PROMPT_S
     assert isinstance(caught.value, PolicyFault)
     assert fnmatch.fnmatch(str(caught.value), f"*{pattern}*"), str(caught.value)
     with pytest.raises(PolicyServerError, match="earlier fault in this episode"):

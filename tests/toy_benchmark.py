@@ -188,6 +188,27 @@ def check_sources(cache: EnvCache) -> str | None:
 
 SERVICE_OPS: dict[str, Any] = {}
 
+# A worker crash on demand (tests/test_harness_faults.py): with this variable naming a folder, the
+# service of xdist worker gw0 kills its worker (its parent) in the middle of its first episode,
+# once, and the service of any later worker (a replacement) leaves a mark that it ran an episode.
+CRASH_DIR_ENV = "TOY_CRASH_DIR"
+
+
+def crash_gate(folder: str | None) -> None:
+    if not folder:
+        return
+    import signal
+
+    killed = os.path.join(folder, "killed")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # the service inherits its worker's environment
+    if worker == "gw0" and not os.path.exists(killed):
+        with open(killed, "x"):
+            pass
+        os.kill(os.getppid(), signal.SIGKILL)
+    elif worker not in ("gw0", "gw1"):
+        with open(os.path.join(folder, f"reached-by-{worker}"), "a"):
+            pass
+
 
 def _blank() -> dict[str, np.ndarray]:
     return {camera: np.zeros(SPEC.image_shape, dtype=np.uint8) for camera in SPEC.cameras}
@@ -217,6 +238,7 @@ class Episode:
         return None
 
     def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]:
+        crash_gate(os.environ.get(CRASH_DIR_ENV))
         chunk = np.asarray(chunk)
         before = self.executed
         success = False

@@ -515,6 +515,7 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
 
     stop = check_episode(request.config, libero_run, libero_cell, result)  # the install check
     row = request.node.stash[RESULT_KEY] = files.write(result)
+    fault = fault or files.fault  # a video that could not be encoded (plugin/episode_files.py)
     if stop is not None:
         row[STOP_FIELD] = stop  # the controller stops the session (plugin/install_check.py)
         request.session.shouldstop = stop

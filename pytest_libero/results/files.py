@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_libero.results.encoder import FINISH_TIMEOUT_S, FfmpegPipe, VideoEncodeError
+
 
 # 3: observations and chunks as blocks of columns, executed rows exact, digests in base64
 # (core/chunk_evidence.py; 2: the same with hex digests)
@@ -143,19 +145,21 @@ class VideoWriter:
     Frames are handed to an encoder thread, so starting ffmpeg and feeding it overlap with the
     episode (the worker would otherwise wait on it while the bench service idles), and the
     encoder writes each frame as it comes (ENCODER_INPUT_PARAMS, ENCODER_OUTPUT_PARAMS); `commit`
-    waits for the thread and the encoder to finish the file (its last frame and the MP4 index),
-    makes it durable, then renames it into place. A failure in the thread is raised by the next
-    `add` or by `commit`.
+    waits for the thread and ffmpeg to finish the file (its last frame and the MP4 index), checks
+    that ffmpeg exited 0 (results/encoder.py), makes the file durable, then renames it into place.
+    A failure of the encoder (a `VideoEncodeError` with ffmpeg's exit status and stderr tail) is
+    raised by the next `add` or by `commit`, and the temporary is removed: a video that is in place
+    was encoded to the end.
     """
 
     path: Path
     fps: int
     frames: int = 0
-    _writer: Any = None
-    _tmp: Path | None = None
     first_success_frame: int | None = field(default=None)
+    _tmp: Path | None = None
     _queue: Any = None
     _thread: Any = None
+    _encoder: FfmpegPipe | None = None
     _error: BaseException | None = None
 
     def add(self, images: Any, success: bool = False) -> None:
@@ -171,30 +175,42 @@ class VideoWriter:
             self._thread.start()
         if success:
             self.first_success_frame = self.frames
-        self._queue.put(side_by_side(images, SUCCESS_BORDER if success else None))  # a new array: safe to hand on
+        self._put(side_by_side(images, SUCCESS_BORDER if success else None))  # a new array: safe to hand on
         self.frames += 1
 
     def _encode(self) -> None:
-        """The encoder thread: open ffmpeg on the first frame, feed it every frame until None."""
+        """The encoder thread: start ffmpeg on the first frame, feed it every frame until None."""
         _lower_this_threads_priority()
         try:
             while (frame := self._queue.get()) is not None:
                 if self._error is not None:
                     continue  # drain, so that `add` never blocks on a dead encoder
-                if self._writer is None:
-                    import imageio.v2 as imageio
-
+                if self._encoder is None:
                     assert self._tmp is not None
-                    self._writer = imageio.get_writer(self._tmp, format="FFMPEG", mode="I", fps=self.fps,
-                                                      codec="libx264", quality=7, macro_block_size=16,
-                                                      ffmpeg_log_level="error",
-                                                      input_params=list(ENCODER_INPUT_PARAMS),
-                                                      output_params=[*ENCODER_OUTPUT_PARAMS, "-f", "mp4"])
-                self._writer.append_data(frame)
+                    self._encoder = FfmpegPipe(self._tmp, frame.shape, self.fps, ENCODER_INPUT_PARAMS,
+                                               ENCODER_OUTPUT_PARAMS, name=self.path.name)
+                self._encoder.write(frame)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            self._error = exc
+            if self._error is None:
+                self._error = exc
             while self._queue.get() is not None:
                 pass
+
+    def _put(self, item: Any) -> None:
+        import queue
+
+        try:
+            self._queue.put(item, timeout=FINISH_TIMEOUT_S)
+        except queue.Full:  # the thread is stuck in a write that ffmpeg never reads
+            self._hung(f"ffmpeg took no frame for {FINISH_TIMEOUT_S:.0f} s")
+            self._queue.put(item)  # the thread drains the queue once its write fails
+
+    def _hung(self, what: str) -> None:
+        exe = self._encoder.exe if self._encoder is not None else "ffmpeg"
+        if self._error is None:
+            self._error = VideoEncodeError(f"{what} and was killed (encoder {exe}, writing {self.path.name})")
+        if self._encoder is not None:
+            self._encoder.kill()
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
@@ -202,38 +218,49 @@ class VideoWriter:
 
     def _join(self) -> None:
         if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
+            self._put(None)
+            self._thread.join(FINISH_TIMEOUT_S)
+            if self._thread.is_alive():
+                self._hung(f"ffmpeg took no frame for {FINISH_TIMEOUT_S:.0f} s")
+                self._thread.join()
             self._thread = None
 
     def commit(self) -> dict[str, Any] | None:
-        """Finish the file and rename it into place; return what the record says of it."""
-        if self._thread is None and self._writer is None:
+        """Finish the file and rename it into place; return what the record says of it.
+
+        A failed encode raises (a `VideoEncodeError` for ffmpeg's own failures) and leaves no file."""
+        if self._thread is None and self._encoder is None:
             return None
         self._join()
-        if self._error is not None:
-            error = self._error
+        try:
+            self._raise_if_failed()
+            if self._encoder is None:
+                raise VideoEncodeError(f"no frame reached the encoder of {self.path.name}")
+            self._encoder.finish()
+        except BaseException:
             try:
                 self.abandon()
             except Exception:  # noqa: BLE001 - the encoder's own failure is the one to report
                 pass
-            raise error
-        self._writer.close()
+            raise
+        self._encoder = None
         assert self._tmp is not None
         with open(self._tmp, "rb") as stream:
             os.fsync(stream.fileno())
         os.replace(self._tmp, self.path)
         fsync_dir(self.path.parent)
-        self._writer = None
         return {"frames": self.frames, "fps": self.fps, "first_success_frame": self.first_success_frame}
 
     def abandon(self) -> None:
+        """Drop the video: stop ffmpeg (a file that is deleted need not be finished) and remove the temporary."""
+        if self._error is None:
+            self._error = VideoEncodeError(f"the video {self.path.name} was abandoned")  # the thread skips the rest
+        if self._encoder is not None:
+            self._encoder.kill()
         self._join()
-        if self._writer is not None:
-            try:
-                self._writer.close()
-            finally:
-                self._writer = None
+        if self._encoder is not None:  # started by the thread while it was being stopped
+            self._encoder.kill()
+            self._encoder = None
         if self._tmp is not None:
             self._tmp.unlink(missing_ok=True)
 
