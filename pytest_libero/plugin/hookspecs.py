@@ -52,8 +52,10 @@ def pytest_libero_record(config: pytest.Config, record: dict[str, Any], run_dir:
     the controller writes itself (a crashed worker's cell; at the session end, cells that never
     ran) when it writes it, and on ``--libero-resume`` each record the run keeps. Every call
     comes before ``pytest_libero_summary``. Each implementation is called on its own: one that
-    raises is warned about once (one line naming it) and called no more, the others go on, and the
-    run's files are never touched by it. The record is a copy: changing it changes nothing.
+    raises is warned about once (one line naming it), its plugin gets no more results calls this
+    run (neither hook), the others go on, and the run's files, exit status and terminal summary
+    are never touched by it. The record is parsed from the file for this call: changing it changes
+    no file and no other implementation's record.
 
     Example, in a conftest.py::
 

@@ -9,12 +9,14 @@ pytest_handlecrashitem before the report reaches this hook; the session end's no
 are read when the session ends, before the summary is reported.
 
 Each implementation is called on its own (not through one pluggy call), so one that raises is
-warned about once, in one line naming it (a built-in sink's with its fix), is called no more,
-and stops no other: the run's files, exit status and terminal summary are never its to change.
+warned about once, in one line naming it (a built-in sink's with its fix), its plugin gets no
+more results calls (a sink that failed on a record is not asked for the summary), and it stops
+no other: the run's files, exit status and terminal summary are never its to change.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,7 @@ class ResultsHook:
         self.reported: set[str] = set()
         self.fixes: dict[str, str] = {}  # a built-in sink's plugin name -> its fix
         self.sinks: list[Any] = []
-        self.broken: set[str] = set()  # implementations that raised: called no more
+        self.broken: set[str] = set()  # plugins with an implementation that raised: called no more
         self.summarized = False
 
     def add_sinks(self, chosen: list[Any]) -> None:
@@ -89,7 +91,7 @@ class ResultsHook:
         if not isinstance(record, dict):
             return  # no record yet (an unrecorded setup error): the session end writes and reports it
         self.reported.add(cell)
-        self.call("pytest_libero_record", record=record)
+        self.call("pytest_libero_record", "record", record)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -102,7 +104,7 @@ class ResultsHook:
         for nodeid in self.accounting.selected:
             self.report_cell(self.accounting.cell_id_of(nodeid) or nodeid)
         summary = read_document(str(self.run_dir.path / "summary.json"))
-        self.call("pytest_libero_summary", summary=summary if isinstance(summary, dict) else final[0])
+        self.call("pytest_libero_summary", "summary", summary if isinstance(summary, dict) else final[0])
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """A sink the summary never reached (an interrupted run) still closes its tracker's run."""
@@ -112,17 +114,18 @@ class ResultsHook:
             except Exception:  # noqa: BLE001, S110 - it was warned about when it failed, if it did
                 pass
 
-    def call(self, hook: str, **kwargs: Any) -> None:
-        """Call every implementation of `hook`, each on its own; warn once about one that raises."""
-        kwargs.update(config=self.config, run_dir=self.run_dir.path)
+    def call(self, hook: str, arg: str, payload: dict[str, Any]) -> None:
+        """Call every implementation of `hook`, each on its own with its own copy of `payload` (as
+        `arg`); warn once about one that raises."""
         caller = getattr(self.config.hook, hook)
         # pluggy calls the last registered first; tryfirst/trylast order is kept by get_hookimpls.
         for impl in reversed(caller.get_hookimpls()):
             name = impl.plugin_name
             if name in self.broken or impl.hookwrapper or impl.wrapper:
                 continue
+            kwargs = {"config": self.config, "run_dir": self.run_dir.path, arg: copy.deepcopy(payload)}
             try:
-                impl.function(*[kwargs[arg] for arg in impl.argnames])
+                impl.function(*[kwargs[key] for key in impl.argnames])
             except Exception as exc:  # noqa: BLE001 - a results hook never changes the run's outcome
                 self.broken.add(name)
                 self._warn(name, hook, exc)
@@ -131,7 +134,7 @@ class ResultsHook:
         fix = self.fixes.get(name)
         who = f"sink {name.removeprefix('libero-sink-')}" if fix else f"{hook} in {name}"
         detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        line = (f"WARNING libero: {who} failed ({detail}); it gets nothing more this run, whose files are "
+        line = (f"WARNING libero: {who} failed ({detail}); it gets no more results this run, whose files are "
                 f"unaffected" + (f"; fix: {fix}" if fix else ""))
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
