@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("out_dir", type=Path, help="the merged run folder (new, or an earlier merge)")
     merge.add_argument("run_dirs", type=Path, nargs="+", help="shard run folders (reports/<profile>/<run-id>)")
     add_study_commands(commands)
-    export = commands.add_parser("export", help="write one row per episode as CSV or parquet (docs/sinks-and-export.md)")
+    export = commands.add_parser("export", help="write one row per episode as CSV or parquet "
+                                 "(docs/sinks-and-export.md)")
     export.add_argument("run_dir", type=Path, help="a run folder: reports/<profile>/<run-id>")
     export.add_argument("--format", dest="format", default="csv", metavar="csv|parquet",
                         help="csv (default) or parquet (needs pyarrow: pytest-libero[parquet])")

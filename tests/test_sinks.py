@@ -295,9 +295,9 @@ def test_a_resume_with_failing_sinks_keeps_every_record_byte_identical(runs, env
     shutil.copytree(plain_folder, folder)
     before = record_files(folder)
     refused = f"http://127.0.0.1:{closed_port()}"
-    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *TOY, "--libero-resume", str(folder),
-                             "--libero-sink", "mlflow,wandb"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=300, env=dict(env, WANDB_MODE="online", WANDB_BASE_URL=refused,
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *TOY, "--libero-resume",
+                             str(folder), "--libero-sink", "mlflow,wandb"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, env=dict(env, WANDB_MODE="online", WANDB_BASE_URL=refused,
                                                   MLFLOW_TRACKING_URI=refused, MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"))
     assert "2 failed, 2 passed" in result.stdout, result.stdout + result.stderr  # as recorded
     assert len(warnings_of(result)) == 2, result.stdout + result.stderr
