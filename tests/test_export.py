@@ -77,8 +77,18 @@ def records_of(folder: Path) -> list[dict[str, Any]]:
 
 
 def export(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command as a user runs it (a process of its own)."""
     return subprocess.run([sys.executable, "-m", "pytest_libero", "export", *args], capture_output=True, text=True,
                           timeout=120)
+
+
+def export_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The same command line through the same `main`, in this process (no interpreter start)."""
+    from pytest_libero.__main__ import main
+
+    code = main(["export", *args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["export", *args], code, out, err)
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +100,9 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("kind", ["libero", "plus"])
-def test_csv_has_one_row_per_episode_and_every_column_from_its_record(folders, kind):
+def test_csv_has_one_row_per_episode_and_every_column_from_its_record(folders, kind, capsys):
     folder = folders[kind]
-    done = export(str(folder))
+    done = export(str(folder)) if kind == "libero" else export_here(capsys, str(folder))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"wrote {folder / 'episodes.csv'}: {len(records_of(folder))} episode(s)"
     with open(folder / "episodes.csv", newline="", encoding="utf-8") as stream:
@@ -109,12 +119,12 @@ def test_csv_has_one_row_per_episode_and_every_column_from_its_record(folders, k
 
 
 @pytest.mark.parametrize("kind", ["libero", "plus"])
-def test_parquet_reads_back_with_pyarrow_typed_and_equal_to_the_records(folders, kind, tmp_path):
+def test_parquet_reads_back_with_pyarrow_typed_and_equal_to_the_records(folders, kind, tmp_path, capsys):
     import pyarrow.parquet as pq
 
     folder = folders[kind]
     out = tmp_path / "deep" / "table.parquet"
-    done = export(str(folder), "--format", "parquet", "--output", str(out))
+    done = export_here(capsys, str(folder), "--format", "parquet", "--output", str(out))
     assert done.returncode == 0, done.stderr
     table = pq.read_table(out)
     assert table.schema.metadata[b"pytest_libero.run_id"] == folder.name.encode()
@@ -131,10 +141,10 @@ def test_parquet_reads_back_with_pyarrow_typed_and_equal_to_the_records(folders,
         assert row == expected
 
 
-def test_an_unreadable_record_is_named_and_left_out(tmp_path):
+def test_an_unreadable_record_is_named_and_left_out(tmp_path, capsys):
     (folder,) = write_libero_run(tmp_path / "run", count=3)
     (folder / "episodes" / "broken.json").write_text("{not json")
-    done = export(str(folder), "--output", str(tmp_path / "out.csv"))
+    done = export_here(capsys, str(folder), "--output", str(tmp_path / "out.csv"))
     assert done.returncode == 0, done.stderr
     assert f"unreadable record (not exported): {folder / 'episodes' / 'broken.json'}" in done.stderr
     assert "3 episode(s)" in done.stdout
@@ -146,9 +156,9 @@ def test_an_unreadable_record_is_named_and_left_out(tmp_path):
                 "reports/<profile>/<run-id>"),
     (["{tmp}/missing"], "{tmp}/missing is not a pytest-libero run folder"),
 ])
-def test_bad_input_is_an_error_naming_the_value_and_the_fix(folders, tmp_path, args, message):
+def test_bad_input_is_an_error_naming_the_value_and_the_fix(folders, tmp_path, capsys, args, message):
     values = {"run": str(folders["libero"]), "tmp": str(tmp_path)}
-    done = export(*(arg.format(**values) for arg in args))
+    done = export_here(capsys, *(arg.format(**values) for arg in args))
     assert done.returncode == 2
     assert f"python -m pytest_libero export: error: {message.format(**values)}" in done.stderr
     assert not list(tmp_path.glob("*.csv"))
@@ -162,7 +172,7 @@ PROGRESS = {"predicates": [{"text": "(on bowl_1 plate_1)", "held_at_end": True, 
 def test_progress_columns_and_sink_metrics_read_the_progress_block():
     """A record with goal progress (issue 35's optional block): its fractions and predicate counts."""
     from pytest_libero.results import export as exporting
-    from pytest_libero.results.sinks import episode_metrics
+    from pytest_libero.results.sinks.common import episode_metrics
 
     record = {"cell": {"id": "libero_10-t00-s00", "suite": "libero_10"}, "counters": {"executed_controls": 120},
               "outcome": {"outcome": "failure", "first_success_control": None}, "progress": PROGRESS}
@@ -175,3 +185,13 @@ def test_progress_columns_and_sink_metrics_read_the_progress_block():
                        "progress_max_fraction": 1.0, "predicates_reached": 2.0, "predicates_held_at_end": 1.0}
     without = episode_metrics(dict(record, progress=None))
     assert "progress_fraction_at_end" not in without and without["success"] == 0.0
+
+
+def test_every_column_is_documented_in_order():
+    from pytest_libero.results import export as exporting
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "sinks-and-export.md").read_text(encoding="utf-8")
+    table = doc.split("| column | type | what |", 1)[1].split("\n\n", 1)[0]
+    documented = [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
+    names = ["run_id", *(name for name, _, _, _ in exporting.COLUMNS)]
+    assert documented[:len(names)] == names

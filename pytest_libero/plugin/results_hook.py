@@ -28,7 +28,7 @@ from pytest_libero.results.records import RunDir
 
 
 def add_options(group: Any) -> None:
-    from pytest_libero.results.sinks import NAMES
+    from pytest_libero.results.sinks.registry import NAMES
 
     group.addoption("--libero-sink", dest="libero_sink", default=None, metavar="NAMES",
                     help=f"Also send each episode and the summary to these trackers, comma-separated: "
@@ -41,7 +41,7 @@ def add_options(group: Any) -> None:
 
 def chosen_sinks(config: pytest.Config) -> list[Any]:
     """The sinks --libero-sink names (a usage error names an unknown one and the choices)."""
-    from pytest_libero.results.sinks import NAMES, kinds
+    from pytest_libero.results.sinks.registry import NAMES, kinds
 
     given = config.getoption("libero_sink")
     folder = config.getoption("libero_sink_dir")
@@ -67,7 +67,7 @@ class ResultsHook:
         self.config, self.run_dir, self.accounting = config, run_dir, accounting
         self.reported: set[str] = set()
         self.fixes: dict[str, str] = {}  # a built-in sink's plugin name -> its fix
-        self.sinks: list[Any] = []
+        self.sinks: dict[str, Any] = {}  # plugin name -> a built-in sink
         self.broken: set[str] = set()  # plugins with an implementation that raised: called no more
         self.summarized = False
 
@@ -76,7 +76,7 @@ class ResultsHook:
             name = f"libero-sink-{kind.name}"
             self.config.pluginmanager.register(sink, name)
             self.fixes[name] = kind.fix
-            self.sinks.append(sink)
+            self.sinks[name] = sink
 
     @pytest.hookimpl(trylast=True)  # after Accounting noted the report (and wrote a crash's record)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -107,8 +107,11 @@ class ResultsHook:
         self.call("pytest_libero_summary", "summary", summary if isinstance(summary, dict) else final[0])
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        """A sink the summary never reached (an interrupted run) still closes its tracker's run."""
-        for sink in self.sinks:
+        """A sink the summary never reached (an interrupted run) still closes its tracker's run; one
+        that failed is left alone (closing it may wait on the server that just refused it)."""
+        for name, sink in self.sinks.items():
+            if name in self.broken:
+                continue
             try:
                 sink.close()
             except Exception:  # noqa: BLE001, S110 - it was warned about when it failed, if it did

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from pytest_libero.results import sinks
+from pytest_libero.results.sinks import common as sinks
 
 PARAM_CHARS = 500  # MLflow's smallest param-value limit across its versions and stores
 BATCH = 100  # params per log_batch call (MLflow's limit)
@@ -67,6 +67,6 @@ class MlflowSink:
             self.client.set_terminated(run_id)
 
 
-KIND = sinks.SinkKind("mlflow", "mlflow", "pip install 'pytest-libero[mlflow]' and set MLFLOW_TRACKING_URI to your "
+KIND = sinks.SinkKind("mlflow", "pip install 'pytest-libero[mlflow]' and set MLFLOW_TRACKING_URI to your "
                       "tracking server (http://HOST:PORT) or a store it takes (file:PATH needs "
                       "MLFLOW_ALLOW_FILE_STORE=true)", MlflowSink)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from pytest_libero.results import sinks
+from pytest_libero.results.sinks import common as sinks
 
 
 class TensorboardSink:
@@ -47,5 +47,5 @@ class TensorboardSink:
             writer.close()
 
 
-KIND = sinks.SinkKind("tensorboard", "tensorboardX", "pip install 'pytest-libero[tensorboard]' (tensorboardX), and "
+KIND = sinks.SinkKind("tensorboard", "pip install 'pytest-libero[tensorboard]' (tensorboardX), and "
                       "give --libero-sink-dir a folder you can write", TensorboardSink)

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from pytest_libero.results import sinks
+from pytest_libero.results.sinks import common as sinks
 
 
 class WandbSink:
@@ -49,5 +49,5 @@ class WandbSink:
             run.finish()
 
 
-KIND = sinks.SinkKind("wandb", "wandb", "pip install 'pytest-libero[wandb]', then `wandb login` (or WANDB_API_KEY), "
+KIND = sinks.SinkKind("wandb", "pip install 'pytest-libero[wandb]', then `wandb login` (or WANDB_API_KEY), "
                       "or WANDB_MODE=offline to keep the run on disk and `wandb sync` it later", WandbSink)
