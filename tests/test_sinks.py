@@ -289,18 +289,28 @@ def test_failing_sinks_and_hooks_warn_once_each_and_leave_the_run_as_it_is(runs)
 
 def test_a_resume_with_failing_sinks_keeps_every_record_byte_identical(runs, env, tmp_path):
     """The same records with and without a failing sink: a resume of the working run keeps its four
-    records (nothing reruns), calls the hooks and sinks on them, and each sink fails."""
+    records (nothing reruns), calls the hooks and sinks on them, and each sink fails, TensorBoard's
+    for want of its package (a tensorboardX module that is not there: it raises as a missing one does)."""
     plain, plain_folder = runs["working"]
     folder = tmp_path / "copy"
     shutil.copytree(plain_folder, folder)
     before = record_files(folder)
     refused = f"http://127.0.0.1:{closed_port()}"
+    missing = tmp_path / "missing"
+    missing.mkdir()
+    (missing / "tensorboardX.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'tensorboardX'\", name='tensorboardX')\n")
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *TOY, "--libero-resume",
-                             str(folder), "--libero-sink", "mlflow,wandb"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=300, env=dict(env, WANDB_MODE="online", WANDB_BASE_URL=refused,
-                                                  MLFLOW_TRACKING_URI=refused, MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"))
+                             str(folder), "--libero-sink", "mlflow,wandb,tensorboard"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300,
+                            env=dict(env, WANDB_MODE="online", WANDB_BASE_URL=refused, MLFLOW_TRACKING_URI=refused,
+                                     MLFLOW_HTTP_REQUEST_MAX_RETRIES="0",
+                                     PYTHONPATH=f"{missing}{os.pathsep}{env['PYTHONPATH']}"))
     assert "2 failed, 2 passed" in result.stdout, result.stdout + result.stderr  # as recorded
-    assert len(warnings_of(result)) == 2, result.stdout + result.stderr
+    warned = warnings_of(result)
+    assert len(warned) == 3, result.stdout + result.stderr
+    (tensorboard,) = [line for line in warned if "sink tensorboard" in line]
+    assert "No module named 'tensorboardX'" in tensorboard and "pip install 'pytest-libero[tensorboard]'" in tensorboard
     assert record_files(folder) == before
 
 
