@@ -6,6 +6,8 @@
 paired comparison needs, fixed-n and sequential (pytest_libero.core.sequential);
 `python -m pytest_libero submit slurm|k8s ... -- <pytest options>` and `status RUN` run shards on a
 cluster (pytest_libero.results.cluster);
+`python -m pytest_libero export RUN_DIR --format csv|parquet` writes one row per episode
+(pytest_libero.results.export, docs/sinks-and-export.md);
 `python -m pytest_libero doctor` checks this install against the frozen reference
 (pytest_libero.runtime.doctor, docs/install-check.md)."""
 
@@ -26,6 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("out_dir", type=Path, help="the merged run folder (new, or an earlier merge)")
     merge.add_argument("run_dirs", type=Path, nargs="+", help="shard run folders (reports/<profile>/<run-id>)")
     add_study_commands(commands)
+    export = commands.add_parser("export", help="write one row per episode as CSV or parquet "
+                                 "(docs/sinks-and-export.md)")
+    export.add_argument("run_dir", type=Path, help="a run folder: reports/<profile>/<run-id>")
+    export.add_argument("--format", dest="format", default="csv", metavar="csv|parquet",
+                        help="csv (default) or parquet (needs pyarrow: pytest-libero[parquet])")
+    export.add_argument("--output", type=Path, default=None, metavar="FILE",
+                        help="the file to write (default: RUN_DIR/episodes.csv or .parquet)")
     doctor = commands.add_parser("doctor", help="check this install (MuJoCo, robosuite, LIBERO, NumPy, GL) against "
                                  "the frozen reference on a sample of cells (about a minute)")
     doctor.add_argument("--benchmark", default="libero", help="the benchmark (default libero; libero_plus, "
@@ -51,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         return _power(args)
     if args.command == "doctor":
         return _doctor(args)
+    if args.command == "export":
+        return _export(args)
     if args.command in ("compare", "schedule"):
         return run_study_command(args)
     run_dir: Path = args.run_dir
@@ -98,6 +109,21 @@ def _merge(out_dir: Path, run_dirs: list[Path]) -> int:
         print(f"unattempted cells: {' '.join(summary['unattempted'])}")
     print(f"wrote {out_dir / 'summary.json'} and {out_dir / 'report.html'}")
     return 0 if not summary["unattempted"] else 3
+
+
+def _export(args: Any) -> int:
+    from pytest_libero.errors import LiberoError
+    from pytest_libero.results.export import export
+
+    try:
+        path, count, problems = export(args.run_dir, args.format, args.output)
+    except LiberoError as exc:
+        print(f"python -m pytest_libero export: error: {exc}", file=sys.stderr)
+        return 2
+    for problem in problems:
+        print(f"unreadable record (not exported): {problem}", file=sys.stderr)
+    print(f"wrote {path}: {count} episode(s)")
+    return 0
 
 
 def _doctor(args: Any) -> int:

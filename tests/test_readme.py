@@ -139,7 +139,7 @@ def test_a_tiny_real_run_then_report_compare_and_resume_alone(tmp_path):
     assert "libero: scope development, 1 cell(s)" in run.stdout, run.stdout[-2000:]
     assert run.returncode == 1 and "selected 1 = passed 0 + failed 1" in run.stdout, run.stdout[-2000:]
     (run_dir,) = (tmp_path / "out").glob("*/*")
-    for command in ("report", "compare"):
+    for command in ("export", "report", "compare"):  # compare last: its output is checked below
         (readme,) = [c for c in COMMANDS if c.startswith(f"python -m pytest_libero {command} ")]
         given = shlex.split(readme)[1:4]  # -m pytest_libero COMMAND
         result = python_m(tmp_path, *given, str(run_dir), *([str(run_dir)] if command == "compare" else []))

@@ -114,6 +114,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
         accounting = Accounting(config, config.stash[RUN_DIR_KEY], run, config.stash[RESUMED_KEY])
         config.pluginmanager.register(accounting, "libero-accounting")
+        from pytest_libero.plugin.results_hook import register as register_results_hook
+
+        register_results_hook(config, config.stash[RUN_DIR_KEY], accounting)  # the results hooks and sinks
         if run.comparison is not None and not config.option.collectonly:
             from pytest_libero.plugin.sequential import SequentialStop
 

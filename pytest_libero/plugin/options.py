@@ -153,6 +153,9 @@ def addoptions(parser: pytest.Parser) -> None:
     from pytest_libero.plugin.sequential import add_options as add_comparison_options
 
     add_comparison_options(group)
+    from pytest_libero.plugin.results_hook import add_options as add_sink_options
+
+    add_sink_options(group)
     add_benchmark_options(group)
 
 
