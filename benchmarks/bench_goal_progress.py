@@ -1,0 +1,96 @@
+"""Side-by-side: LIBERO episodes with goal progress recorded vs without, same cell, same actions.
+
+Goal progress (pytest_libero/benchmarks/libero/progress.py) reads each BDDL goal predicate's value
+from LIBERO's own success check, through a wrapper on the environment instance, after every control.
+This runs the bench service's episode class in this process, with two environment caches, one
+recording progress (the default) and one not (EnvCache(progress=False), as
+PYTEST_LIBERO_GOAL_PROGRESS=0 gives), alternating episodes: each one the demo's logged actions for
+libero_10 task 0, init state 0 (231 controls to native success, 5 a chunk, the observation
+rendered after each chunk as a policy's would be). It prints each episode's wall time (reset,
+settling, controls, finish; the two environment builds are left out) and the median ratio, and
+checks that both give the same success control and final simulator state (success is unchanged).
+
+    python benchmarks/bench_goal_progress.py                 # 3 pairs
+    python benchmarks/bench_goal_progress.py --pairs 5 --cell libero_10-t01-s00
+
+Exit status 1 if the two differ in anything but the progress block. Absolute times drift on shared
+machines: read the ratio (and the load, printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cell", default="libero_10-t00-s00", help="a cell with a demo log (adapters/demo_logs/)")
+    parser.add_argument("--pairs", type=int, default=3, help="episodes of each kind, alternating (default 3)")
+    parser.add_argument("--chunk", type=int, default=5, help="controls per chunk (default 5)")
+    args = parser.parse_args(argv)
+
+    from pytest_libero.benchmarks.libero import service
+    from pytest_libero.core.cells import FAST_SEED, parse_cell_id
+
+    work = tempfile.mkdtemp(prefix="bench-goal-progress-")
+    service.prepare_process_environment(work)
+    service.import_simulator()
+    log = json.loads((ROOT / "adapters" / "demo_logs" / f"{args.cell}.json").read_text(encoding="utf-8"))
+    actions = np.asarray(log["actions"], dtype=np.float64)
+    parsed = parse_cell_id(args.cell)
+    assert parsed is not None, args.cell
+    suite, task, init = parsed
+    cell = {"suite": suite, "task_index": task, "init_index": init, "seed": FAST_SEED}
+    caches = {"with progress": service.EnvCache(progress=True), "without": service.EnvCache(progress=False)}
+
+    def episode(kind: str) -> tuple[float, dict]:
+        started = time.perf_counter()
+        run = service.LiberoEpisode(cell, control_cap=520, settle_controls=10, allow_mismatch=False,
+                                    cache=caches[kind])
+        for start in range(0, len(actions), args.chunk):
+            step = run.submit(actions[start:start + args.chunk], deliver=True)
+            if step["success"]:
+                break
+        evidence = run.finish()
+        return time.perf_counter() - started, evidence
+
+    for kind in caches:  # build each environment once, outside the timing
+        episode(kind)
+    times: dict[str, list[float]] = {kind: [] for kind in caches}
+    evidence: dict[str, dict] = {}
+    for _ in range(args.pairs):
+        for kind in caches:
+            seconds, evidence[kind] = episode(kind)
+            times[kind].append(seconds)
+    on, off = evidence["with progress"], evidence["without"]
+    same = all(on[key] == off[key] for key in ("first_success_control", "executed_controls", "final_state_sha256"))
+    print(f"cell {args.cell}: {on['executed_controls']} controls (+10 settling), first success at control "
+          f"{on['first_success_control']}; load {open('/proc/loadavg').read().split()[:3]}, cpus {os.cpu_count()}")
+    for kind, found in times.items():
+        print(f"  {kind:<14} " + "  ".join(f"{t:6.2f} s" for t in found) + f"   median {statistics.median(found):6.2f} s")
+    ratio = statistics.median(times["with progress"]) / statistics.median(times["without"])
+    per_control = (statistics.median(times["with progress"]) - statistics.median(times["without"])) / (
+        on["executed_controls"] + 10)
+    print(f"  ratio with/without (medians): {ratio:.4f}x ({100 * (ratio - 1):+.2f}%), "
+          f"{1e6 * per_control:+.0f} us a control")
+    print(f"  progress: {json.dumps(on['progress'])}")
+    print(f"  without: progress {off['progress']}; success, executed controls and final state "
+          f"{'identical' if same else 'DIFFER'}")
+    for cache in caches.values():
+        cache.close()
+    return 0 if same and off["progress"] is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
