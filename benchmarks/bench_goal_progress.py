@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cell {args.cell}: {on['executed_controls']} controls (+10 settling), first success at control "
           f"{on['first_success_control']}; load {open('/proc/loadavg').read().split()[:3]}, cpus {os.cpu_count()}")
     for kind, found in times.items():
-        print(f"  {kind:<14} " + "  ".join(f"{t:6.2f} s" for t in found) + f"   median {statistics.median(found):6.2f} s")
+        shown = "  ".join(f"{t:6.2f} s" for t in found)
+        print(f"  {kind:<14} {shown}   median {statistics.median(found):6.2f} s")
     ratio = statistics.median(times["with progress"]) / statistics.median(times["without"])
     per_control = (statistics.median(times["with progress"]) - statistics.median(times["without"])) / (
         on["executed_controls"] + 10)
