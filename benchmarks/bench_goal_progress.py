@@ -12,6 +12,7 @@ checks that both give the same success control and final simulator state (succes
 
     python benchmarks/bench_goal_progress.py                 # 3 pairs
     python benchmarks/bench_goal_progress.py --pairs 5 --cell libero_10-t01-s00
+    python benchmarks/bench_goal_progress.py --pairs 2 --controls 120   # shorter episodes (no success)
 
 Exit status 1 if the two differ in anything but the progress block. Absolute times drift on shared
 machines: read the ratio (and the load, printed).
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cell", default="libero_10-t00-s00", help="a cell with a demo log (adapters/demo_logs/)")
     parser.add_argument("--pairs", type=int, default=3, help="episodes of each kind, alternating (default 3)")
     parser.add_argument("--chunk", type=int, default=5, help="controls per chunk (default 5)")
+    parser.add_argument("--controls", type=int, default=None, help="replay only the log's first N controls")
     args = parser.parse_args(argv)
 
     from pytest_libero.benchmarks.libero import service
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     service.prepare_process_environment(work)
     service.import_simulator()
     log = json.loads((ROOT / "adapters" / "demo_logs" / f"{args.cell}.json").read_text(encoding="utf-8"))
-    actions = np.asarray(log["actions"], dtype=np.float64)
+    actions = np.asarray(log["actions"], dtype=np.float64)[:args.controls]
     parsed = parse_cell_id(args.cell)
     assert parsed is not None, args.cell
     suite, task, init = parsed
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     caches = {"with progress": service.EnvCache(progress=True), "without": service.EnvCache(progress=False)}
 
     def episode(kind: str) -> tuple[float, dict]:
-        started = time.perf_counter()
+        started = time.process_time()  # this process's CPU time: what a shared machine's load distorts least
         run = service.LiberoEpisode(cell, control_cap=520, settle_controls=10, allow_mismatch=False,
                                     cache=caches[kind])
         for start in range(0, len(actions), args.chunk):
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             if step["success"]:
                 break
         evidence = run.finish()
-        return time.perf_counter() - started, evidence
+        return time.process_time() - started, evidence
 
     for kind in caches:  # build each environment once, outside the timing
         episode(kind)
@@ -73,24 +75,51 @@ def main(argv: list[str] | None = None) -> int:
         for kind in caches:
             seconds, evidence[kind] = episode(kind)
             times[kind].append(seconds)
+            print(f"  {kind}: {seconds:.2f} s CPU", flush=True)
     on, off = evidence["with progress"], evidence["without"]
     same = all(on[key] == off[key] for key in ("first_success_control", "executed_controls", "final_state_sha256"))
     print(f"cell {args.cell}: {on['executed_controls']} controls (+10 settling), first success at control "
           f"{on['first_success_control']}; load {open('/proc/loadavg').read().split()[:3]}, cpus {os.cpu_count()}")
     for kind, found in times.items():
         shown = "  ".join(f"{t:6.2f} s" for t in found)
-        print(f"  {kind:<14} {shown}   median {statistics.median(found):6.2f} s")
+        print(f"  {kind:<14} {shown}   median {statistics.median(found):6.2f} s CPU")
     ratio = statistics.median(times["with progress"]) / statistics.median(times["without"])
     per_control = (statistics.median(times["with progress"]) - statistics.median(times["without"])) / (
         on["executed_controls"] + 10)
     print(f"  ratio with/without (medians): {ratio:.4f}x ({100 * (ratio - 1):+.2f}%), "
           f"{1e6 * per_control:+.0f} us a control")
     print(f"  progress: {json.dumps(on['progress'])}")
+    print("  " + micro(caches["with progress"], caches["without"]))
     print(f"  without: progress {off['progress']}; success, executed controls and final state "
           f"{'identical' if same else 'DIFFER'}")
     for cache in caches.values():
         cache.close()
     return 0 if same and off["progress"] is None else 1
+
+
+def micro(on: object, off: object, repeat: int = 2000) -> str:
+    """The added work itself, timed in CPU seconds on the two built environments: LIBERO's success check
+    (run twice a control) with and without the tap, and the track's clear and read, against a control's
+    env.step (physics and the check, no camera render)."""
+    from pytest_libero.benchmarks.libero.progress import ProgressTrack
+
+    def cpu(fn: object, n: int) -> float:
+        started = time.process_time()
+        for _ in range(n):
+            fn()  # type: ignore[operator]
+        return (time.process_time() - started) / n
+
+    tapped, plain = on.env.env, off.env.env  # type: ignore[attr-defined]
+    track = ProgressTrack(on.tap)  # type: ignore[attr-defined]
+    check_on, check_off = cpu(tapped._check_success, repeat), cpu(plain._check_success, repeat)
+    bookkeeping = cpu(lambda: (track.tap.clear(), tapped._check_success(), track.observe(1)), repeat) - check_on
+    action = np.zeros(7)
+    action[6] = -1.0
+    step = cpu(lambda: off.env.step(action), 100)  # type: ignore[attr-defined]
+    added = 2 * (check_on - check_off) + bookkeeping
+    return (f"micro: success check {1e6 * check_off:.1f} us, tapped {1e6 * check_on:.1f} us; clear + read "
+            f"{1e6 * bookkeeping:.1f} us; a control's env.step {1e3 * step:.2f} ms; added a control "
+            f"{1e6 * added:.1f} us = {100 * added / step:.3f}% of env.step")
 
 
 if __name__ == "__main__":
