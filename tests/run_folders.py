@@ -25,8 +25,18 @@ def full_protocol(schedule: str = "standard", seeds: tuple[int, ...] = (7,), sco
                     **changes)  # type: ignore[arg-type]
 
 
-def write_run(path: Path, protocol: Protocol, outcomes: dict[str, str], policy: str = "zero") -> Path:
-    """A run folder whose episodes ended as `outcomes` says (cell id -> native outcome)."""
+def progress_block(held: list[bool], first: list[int | None] | None = None) -> dict[str, object]:
+    """A record's goal progress block: predicate i held at the end when held[i] (first at control 10 i + 10)."""
+    first = first if first is not None else [10 * i + 10 if h else None for i, h in enumerate(held)]
+    return {"predicates": [{"text": f"(on object_{i} plate_1)", "held_at_end": h, "first_control": f}
+                           for i, (h, f) in enumerate(zip(held, first, strict=True))],
+            "fraction_at_end": sum(held) / len(held), "max_fraction": sum(f is not None for f in first) / len(held)}
+
+
+def write_run(path: Path, protocol: Protocol, outcomes: dict[str, str], policy: str = "zero",
+              progress: dict[str, list[bool]] | None = None) -> Path:
+    """A run folder whose episodes ended as `outcomes` says (cell id -> native outcome); `progress`: the
+    goal predicates holding at the end of the cells it names (progress_block)."""
     spec = {"name": policy, "kwargs": {}}
     settings, identity = protocol.as_dict(), protocol.identity
     write_json_atomic(path / "run.json", run_manifest(path.name, policy, settings, identity, spec, ["pytest"],
@@ -38,5 +48,7 @@ def write_run(path: Path, protocol: Protocol, outcomes: dict[str, str], policy: 
                                     policy_profile={"spec": spec}, worker="main")
         record["outcome"].update(outcome=outcome, termination=TERMINATION[outcome],
                                  terminated=outcome == "success", truncated=outcome == "failure")
+        if progress and cell in progress:
+            record["progress"] = progress_block(progress[cell])
         write_record(RunDir(path), record)
     return path

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import textwrap
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -72,15 +73,32 @@ def made_up_result(cell: Cell, protocol: Protocol, *, controls: int, success: bo
         result.message = f"no native success within the cap: {result.counters_line()}"
     result.private = {"bddl_sha256": rng.bytes(32).hex(), "init_states_file_sha256": rng.bytes(32).hex(),
                       "selected_state_sha256": rng.bytes(32).hex(), "final_state_sha256": rng.bytes(32).hex(),
-                      "settle_success": False, "env_reused": True}
+                      "settle_success": False, "env_reused": True,
+                      "progress": made_up_progress(cell.id, controls, success)}
     result.timing = {"setup_s": 0.4, "settle_s": 0.3, "simulation_s": 2.5, "rendering_s": 0.6, "policy_s": 1.2}
     return result
+
+
+GOAL = ("(in synthetic_bowl_1 basket_1_contain_region)", "(on synthetic_plate_1 table_1)")
+
+
+def made_up_progress(cell_id: str, controls: int, success: bool) -> dict[str, Any]:
+    """A two-predicate goal's progress block: a success holds both (the second at its last control); a
+    failure, chosen by its id (no random draw, so the other evidence is as before), none, the first
+    at the end, or the first reached and lost."""
+    kind = 3 if success else zlib.crc32(cell_id.encode()) % 3
+    first = [controls // 2 if kind else None, controls if kind == 3 else None]
+    held = [kind in (1, 3), kind == 3]
+    return {"predicates": [{"text": text, "held_at_end": h, "first_control": f}
+                           for text, h, f in zip(GOAL, held, first, strict=True)],
+            "fraction_at_end": sum(held) / 2, "max_fraction": 1.0 if kind == 3 else 0.5 if kind else 0.0}
 
 
 def as_schema_1(record: dict[str, Any]) -> dict[str, Any]:
     """`record` as schema 1 kept it: arrays of entries, every chunk's rows as JSON numbers (here
     its executed rows: the whole chunk when chunks have K rows), no hash or shape."""
     old = dict(record, schema_version=1, observations=observation_entries(record["observations"]))
+    old.pop("progress", None)  # goal progress came with schema 3 records (issue 35)
     block = record["chunks"]
     chunks: list[dict[str, Any]] = []
     for call, executed, dtype, b64 in zip(block["policy_call"], block["executed"], block["dtype"],
@@ -101,7 +119,9 @@ def as_schema_2(record: dict[str, Any]) -> dict[str, Any]:
     observations["sha256"] = {camera: "".join(digests_hex(text, count))
                               for camera, text in observations["sha256"].items()}
     chunks["sha256"] = "".join(digests_hex(chunks["sha256"], len(chunks["policy_call"])))
-    return dict(record, schema_version=2, observations=observations, chunks=chunks)
+    old = dict(record, schema_version=2, observations=observations, chunks=chunks)
+    old.pop("progress", None)
+    return old
 
 
 class _Bulk:

@@ -3,8 +3,9 @@
 Unit tests (no simulator) check log loading, language refusal and the first-observation check;
 the real tests (marked real_libero) check that the zero policy fails a cell the demo passes
 (the demo's own success path through the plugin is tests/test_packaging.py's main job, run from
-the installed wheel), that a log replayed on another init state is a clear policy error, and
-that the generator is byte-reproducible.
+the installed wheel), that a log replayed on another init state is a clear policy error, that the
+demo's log cut after its first object reaches one of the goal's two predicates (goal progress; the
+two share one bench service and environment), and that the generator is byte-reproducible.
 """
 
 from __future__ import annotations
@@ -142,24 +143,53 @@ def test_the_zero_policy_fails_the_cell_the_demo_passes(zero_development_run):
     zero.stdout.fnmatch_lines(["libero_10-t00-s00 * FAILED * failure/truncation: 3 calls*"])
 
 
-@pytest.mark.real_libero
-def test_replaying_the_log_on_init_state_1_is_a_policy_error():
-    from pytest_libero.core.protocol import Protocol
-    from pytest_libero.core.rollout import run_episode
-    from pytest_libero.runtime.service import BenchService
+@pytest.fixture(scope="module")
+def libero_10_service():
+    """One bench service for this file's libero_10 task 0 episodes: its environment is built once and
+    kept between them (the service's cache), so the second episode costs its controls only."""
     from pytest_libero.benchmarks import get, service_env
+    from pytest_libero.runtime.service import BenchService
 
     service = BenchService(env=service_env(get("libero"), None))
-    try:
-        result = run_episode(service, DemoPolicy(), Cell("libero_10", 0, init_index=1),
-                             Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5,
-                                      max_policy_calls=3))
-    finally:
-        service.close()
+    yield service
+    service.close()
+
+
+@pytest.mark.real_libero
+def test_replaying_the_log_on_init_state_1_is_a_policy_error(libero_10_service):
+    from pytest_libero.core.protocol import Protocol
+    from pytest_libero.core.rollout import run_episode
+
+    result = run_episode(libero_10_service, DemoPolicy(), Cell("libero_10", 0, init_index=1),
+                         Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5,
+                                  max_policy_calls=3))
     assert result.outcome == "policy_error"
     assert "recorded for init state 0 of libero_10 task 0" in result.message
     assert "first observation differs" in result.message
     assert result.executed_controls == 0
+
+
+@pytest.mark.real_libero
+def test_the_demo_cut_after_the_first_object_reaches_one_of_two_goal_predicates(libero_10_service, tmp_path):
+    """Goal progress on a scripted partial episode: the demo's libero_10 task 0 log cut after its first 120
+    controls (the alphabet soup is in the basket from control 118, as in the whole demo, whose two
+    predicates hold from controls 118 and 231: tests/test_packaging.py's main job), then STOP."""
+    from pytest_libero.core.protocol import Protocol
+    from pytest_libero.core.rollout import run_episode
+
+    log = shipped("libero_10-t00-s00")
+    del log["first_success_control"]
+    log["actions"] = log["actions"][:120]
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(log), encoding="utf-8")
+    result = run_episode(libero_10_service, ReplayPolicy(str(path)), Cell("libero_10", 0, init_index=0),
+                         Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5,
+                                  max_policy_calls=30))
+    assert (result.outcome, result.termination, result.executed_controls) == ("failure", "policy_stop", 120)
+    assert result.private["progress"] == {"predicates": [
+        {"text": "(in alphabet_soup_1 basket_1_contain_region)", "held_at_end": True, "first_control": 118},
+        {"text": "(in tomato_sauce_1 basket_1_contain_region)", "held_at_end": False, "first_control": None}],
+        "fraction_at_end": 0.5, "max_fraction": 0.5}
 
 
 @pytest.mark.real_libero

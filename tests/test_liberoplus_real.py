@@ -109,11 +109,13 @@ def test_one_variant_of_each_runnable_category_runs_and_light_is_unattempted(def
         assert benchmark["instruction"] == record["cell"]["language"]  # the suffixed default was delivered
         assert record["outcome"]["termination"] == "truncation", record["outcome"]
         assert record["counters"]["executed_controls"] == 10
+        # Goal progress through LIBERO-plus's own predicate code: the probe places no object.
+        assert record["progress"]["predicates"] and record["progress"]["fraction_at_end"] == 0.0, record["progress"]
         # The install check against catalog/fingerprints/libero_plus-llvmpipe.json (its sample holds these).
         assert (record["install"]["verdict"], record["install"]["states"], record["install"]["images"]) == (
             "matches", "match", "match"), record["install"]
     light = found[LIGHT]
-    assert light["outcome"]["outcome"] == "not_run" and light["counters"] is None
+    assert light["outcome"]["outcome"] == "not_run" and light["counters"] is None and "progress" not in light
     assert light["cell"]["benchmark"]["assets"]["missing"][0] == "scenes/lights/tabletop_light_sync_modified_0.xml"
 
     probe = json.loads((path / "probe.json").read_text())

@@ -134,6 +134,12 @@ def test_the_installed_wheel_is_what_runs_and_the_main_job_passes(venv, tmp_path
     ])
     (run_dir,) = (folder / "reports" / "demo").iterdir()
     assert json.loads((run_dir / "summary.json").read_text())["overall"]["passed"] == 2
+    # Goal progress: both of task 0's predicates reached, the soup first, the sauce at the success control.
+    record = json.loads((run_dir / "episodes" / "libero_10-t00-s00.json").read_text())
+    assert record["progress"] == {"predicates": [
+        {"text": "(in alphabet_soup_1 basket_1_contain_region)", "held_at_end": True, "first_control": 118},
+        {"text": "(in tomato_sauce_1 basket_1_contain_region)", "held_at_end": True, "first_control": 231}],
+        "fraction_at_end": 1.0, "max_fraction": 1.0}
 
 
 def test_the_installed_wheel_prints_a_schedule(venv, tmp_path):

@@ -181,3 +181,27 @@ def test_a_full_mode_grid_has_a_cell_per_episode_coloured_by_outcome_that_opens_
     assert detail.is_displayed() and detail.get_attribute("data-cell") == target
     assert outcomes[target] in detail.text
     assert console_errors(driver) == []
+
+
+def test_the_episode_list_sorts_by_goal_progress_and_a_row_says_which_predicates_held(driver, tmp_path):
+    from run_folders import full_protocol, write_run
+    from pytest_libero.benchmarks.libero.adapter import ADAPTER as LIBERO
+    from pytest_libero.results.summary import rebuild
+
+    held = {"libero_10-t00-s00": [True, False], "libero_10-t00-s01": [False, False],
+            "libero_10-t00-s02": [True, True], "libero_10-t00-s03": [False, True]}
+    outcomes = {c: "success" if all(h) else "failure" for c, h in held.items()}
+    outcomes["libero_10-t00-s04"] = "not_run"
+    run_dir = write_run(tmp_path / "run", full_protocol(), outcomes, progress=held)
+    rebuild(run_dir, LIBERO)
+    driver.get((run_dir / "report.html").as_uri())
+    choose(driver, sort="progress-asc")
+    shown = shown_cells(driver)
+    assert shown[0] == "libero_10-t00-s01" and shown[-2:] == ["libero_10-t00-s02", "libero_10-t00-s04"]
+    assert set(shown[1:3]) == {"libero_10-t00-s00", "libero_10-t00-s03"}  # the two at one half
+    choose(driver, sort="progress-desc")
+    assert shown_cells(driver)[0] == "libero_10-t00-s02"
+    text = driver.find_element("css selector", '#episode-rows tr[data-cell="libero_10-t00-s00"] td.progress').text
+    assert text.startswith("1 of 2 at the end (at most 1); (on object_0 plate_1) first at control 10")
+    assert "goal progress at end" in driver.find_element("id", "overview").text
+    assert console_errors(driver) == []

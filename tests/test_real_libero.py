@@ -79,7 +79,14 @@ def test_zero_policy_decisions_budget_counts_and_evidence(zero_development_run):
         assert record["identities"]["model_profile"]["kind"] == "diagnostic"
         assert record["identities"]["versions"]["mujoco"] == "3.2.3"
         assert set(record["timing"]) >= {"setup_s", "settle_s", "simulation_s", "rendering_s", "policy_s"}
+        # Goal progress: the zero policy reaches none of the goal's predicates.
+        assert record["progress"]["fraction_at_end"] == record["progress"]["max_fraction"] == 0.0
+        assert all(p["first_control"] is None and not p["held_at_end"] for p in record["progress"]["predicates"])
+    assert [p["text"] for p in found["libero_10-t00-s00"]["progress"]["predicates"]] == [
+        "(in alphabet_soup_1 basket_1_contain_region)", "(in tomato_sauce_1 basket_1_contain_region)"]
     summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["overall"]["progress"]["fraction_at_end"] == {"mean": 0.0, "ci95": [0.0, 0.0], "n": 2}
+    assert all(p["reached"] == 0 for p in summary["tasks"]["libero_10-t00"]["progress"]["predicates"])
     assert summary["suites"]["libero_10"]["success_rate_errors_excluded"]["ci95"][1] > 0
     assert "LIBERO results" in (path / "report.html").read_text()
 

@@ -20,6 +20,13 @@ Many rows, many chances: each per-suite and per-task row also gets its Holm-adju
 (`holm_p`, the family being that level's rows: every task, or every suite), which keeps the chance of
 any false "significant" row of the family at most alpha. The verdicts stay those of the raw p-values;
 the overall row is the primary test and is never adjusted.
+
+Goal progress, where both runs' records carry it (results/compare_progress.py): each row also gets
+`progress`, the paired difference B - A of the mean share of goal predicates holding at the end,
+with the exact paired sign-flip test's two-sided p-value (core/score_statistics.py: it tests the
+mean difference itself, with no distribution assumed for a bounded score, and handles the many
+ties and zeros a score of a few predicates has, which Wilcoxon's signed-rank test would drop or
+split). It is evidence beside McNemar's test of success, which stays the verdict.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from pytest_libero.core.protocol import setting_differences
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.outcomes import COMPLETED, Outcome
 from pytest_libero.core.statistics import ALPHA, Paired, analyse, holm_adjust, min_discordant_for_significance
+from pytest_libero.results.compare_progress import PROGRESS_METHOD, paired_progress, progress_lines
 
 
 class CompareError(LiberoError):
@@ -98,9 +106,11 @@ def compare(run_a: Path, run_b: Path,
 
     def table(cells: list[str]) -> dict[str, Any]:
         pairs = [(done_a[c], done_b[c]) for c in cells]
-        return analyse(Paired(both=sum(a and b for a, b in pairs), only_a=sum(a and not b for a, b in pairs),
-                              only_b=sum(b and not a for a, b in pairs),
-                              neither=sum(not a and not b for a, b in pairs)))
+        row = analyse(Paired(both=sum(a and b for a, b in pairs), only_a=sum(a and not b for a, b in pairs),
+                             only_b=sum(b and not a for a, b in pairs),
+                             neither=sum(not a and not b for a, b in pairs)))
+        progress = paired_progress(cells, records_a, records_b)  # goal progress, when both record it
+        return row if progress is None else dict(row, progress=progress)
 
     suites: dict[str, list[str]] = {}
     tasks: dict[str, list[str]] = {}
@@ -118,7 +128,7 @@ def compare(run_a: Path, run_b: Path,
                    "ci95": "Newcombe (1998) method 10, score interval for paired proportions",
                    "test": "McNemar's exact test (two-sided binomial test of discordant pairs, scipy)",
                    "alpha": ALPHA, "min_discordant_for_significance": min_discordant_for_significance(),
-                   "multiplicity": MULTIPLICITY},
+                   "multiplicity": MULTIPLICITY, "progress": PROGRESS_METHOD},
         "overall": table(common),
         "suites": with_holm({s: table(cells) for s, cells in suites.items()}),
         "tasks": with_holm({t: table(cells) for t, cells in tasks.items()}),
@@ -213,6 +223,7 @@ def render(result: dict[str, Any]) -> str:
     for name, r in result["suites"].items():
         lines.append(row(name, r))
     lines.append(row("overall", result["overall"]))
+    lines += progress_lines(result)
     lines.append("")
     lines.append(f"verdicts: better/worse when McNemar's exact p < {result['method']['alpha']}; underpowered when "
                  f"fewer than {result['method']['min_discordant_for_significance']} discordant pairs (the exact "

@@ -16,6 +16,7 @@ from markupsafe import Markup
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.statistics import rate_text
 from pytest_libero.results.page_script import PAGE_SIZE, SCRIPT, STYLE
+from pytest_libero.results.progress import progress_text
 from pytest_libero.results.schedule_summary import lines as schedule_lines
 
 _ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
@@ -41,12 +42,13 @@ SUMMARY_BLOCK = _ENV.from_string("""
 <table class="libero-table" border="1" cellpadding="4" style="border-collapse: collapse">
 <tr><th>suite</th><th>selected</th><th>passed</th><th>failed</th><th>errored</th><th>unattempted</th>
 <th>success rate, errors excluded (95% Wilson CI)</th><th>success rate, errors as failures (95% CI)</th>
-<th>median first-success control</th></tr>
+<th>median first-success control</th>{% if has_progress %}<th>goal progress at end, mean (95% t CI)</th>{% endif %}</tr>
 {% for name, g in groups %}
 <tr><td>{{ name }}</td><td>{{ g.selected }}</td><td>{{ g.passed }}</td><td>{{ g.failed }}</td>
 <td>{{ g.errored }}</td><td>{{ g.unattempted }}</td>
 <td>{{ rate(g.success_rate_errors_excluded) }}</td><td>{{ rate(g.success_rate_errors_as_failures) }}</td>
-<td>{{ g.median_first_success_control if g.median_first_success_control is not none else "-" }}</td></tr>
+<td>{{ g.median_first_success_control if g.median_first_success_control is not none else "-" }}</td>
+{% if has_progress %}<td>{{ progress(g.progress) }}</td>{% endif %}</tr>
 {% endfor %}
 </table>
 {% if unattempted %}<p>Unattempted ({{ unattempted | length }}):
@@ -64,7 +66,8 @@ TASKS_BLOCK = _ENV.from_string("""
 <h2 id="per-task">Per task</h2>
 <table class="libero-table libero-tasks" id="tasks">
 <tr><th>task</th><th>suite</th><th>selected</th><th>passed</th><th>failed</th><th>errored</th><th>unattempted</th>
-<th>success rate, errors excluded (95% Wilson CI)</th><th>chart</th>{% if seeds %}<th>per run seed</th>{% endif %}</tr>
+<th>success rate, errors excluded (95% Wilson CI)</th><th>chart</th>{% if seeds %}<th>per run seed</th>{% endif %}
+{% if has_progress %}<th>goal progress at end, mean (95% t CI)</th><th>goal predicates reached</th>{% endif %}</tr>
 {% for name, g in tasks %}
 {% set s = g.success_rate_errors_excluded %}
 <tr><td>{% if links %}<a href="#task={{ name | urlencode }}">{{ name }}</a>{% else %}{{ name }}{% endif %}</td>
@@ -76,6 +79,9 @@ TASKS_BLOCK = _ENV.from_string("""
 </span></div>{% else %}-{% endif %}</td>
 {% if seeds %}<td>{% for seed, block in seeds %}{% if name in block.tasks %}
 seed {{ seed }} {{ rate(block.tasks[name].success_rate_errors_excluded) }}<br>{% endif %}{% endfor %}</td>{% endif %}
+{% if has_progress %}<td>{{ progress(g.progress) }}</td>
+<td class="predicates">{% for p in (g.progress or {}).predicates or [] %}
+<code>{{ p.text }}</code> {{ p.reached }}/{{ p.episodes }}<br>{% endfor %}</td>{% endif %}
 </tr>
 {% endfor %}
 </table>
@@ -164,12 +170,16 @@ load its video.</p>
 <label class="plus-only">category <select id="f-category"><option value="">all</option></select></label>
 <label class="plus-only">difficulty <select id="f-difficulty"><option value="">all</option></select></label>
 <label>text <input id="f-text" type="search" placeholder="cell, instruction, message"></label>
+<label class="progress-only">sort <select id="f-sort"><option value="">errored first</option>
+<option value="progress-asc">goal progress, lowest first</option>
+<option value="progress-desc">goal progress, highest first</option></select></label>
 </p>
 <p><button id="prev" type="button">previous</button> <button id="next" type="button">next</button>
  <span id="episode-count"></span></p>
 <table id="episode-table">
 <thead><tr><th>video</th><th>cell</th><th>task</th><th>status</th><th>outcome</th>
-<th class="plus-only">category, difficulty</th><th>counters</th><th>message</th></tr></thead>
+<th class="plus-only">category, difficulty</th><th class="progress-only">goal progress</th><th>counters</th>
+<th>message</th></tr></thead>
 <tbody id="episode-rows"></tbody>
 </table>
 <noscript>The episode list needs JavaScript; summary.json and episodes/ hold the same data.</noscript>
@@ -193,12 +203,27 @@ def counters_text(entry: dict[str, Any]) -> str:
     return text
 
 
+def progress_episode_text(row: dict[str, Any] | None) -> str | None:
+    """An episode's goal progress in words: '1 of 2 at the end (at most 2); (on a b) first at control 57,
+    (on c d) never' (first at control 0: it held at the first observation)."""
+    if not row:
+        return None
+    predicates = row["predicates"]
+    n = len(predicates)
+    held = sum(1 for _, at_end, _ in predicates if at_end)
+    parts = [f"{text} {'never' if first is None else f'first at control {first}'}"
+             + ("" if at_end or first is None else ", not at the end") for text, at_end, first in predicates]
+    return f"{held} of {n} at the end (at most {round(row['max_fraction'] * n)}); " + ", ".join(parts)
+
+
 def tasks_block(summary: dict[str, Any], links: bool = False) -> str:
-    """The per-task table (success rate with its Wilson interval and a bar; per run seed in full mode)."""
+    """The per-task table (success rate with its Wilson interval and a bar; per run seed in full mode;
+    goal progress and how often each predicate was reached, when the records carry it)."""
     seeds = [(seed, block) for seed, block in ((summary.get("seeds") or {}).get("per_seed") or {}).items()
              if block.get("tasks")]
     return str(TASKS_BLOCK.render(tasks=list((summary.get("tasks") or {}).items()), seeds=seeds, links=links,
-                                  rate=rate_text))
+                                  rate=rate_text, has_progress="progress" in summary["overall"],
+                                  progress=progress_text))
 
 
 def summary_block(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkAdapter,
@@ -210,6 +235,7 @@ def summary_block(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkA
         o=summary["overall"], run=summary.get("run") or {}, kind=summary.get("run_kind"),
         identities=summary.get("protocol_identities"), review_page=review_page,
         groups=groups, unattempted=summary["unattempted"], rate=rate_text, extra_lines=schedule_lines(summary),
+        has_progress="progress" in summary["overall"], progress=progress_text,
         chart=base64.b64encode(chart_png).decode())
     from pytest_libero.results.install import html_block as install_html
 
@@ -217,7 +243,7 @@ def summary_block(summary: dict[str, Any], chart_png: bytes, adapter: BenchmarkA
 
 
 PAGE_FIELDS = ("cell", "suite", "task", "status", "outcome", "termination", "message", "language", "counters",
-               "video", "recorded", "init_index", "run_seed", "category", "difficulty")
+               "video", "recorded", "init_index", "run_seed", "category", "difficulty", "progress", "progress_end")
 
 
 def page_data(summary: dict[str, Any]) -> str:
@@ -229,8 +255,10 @@ def page_data(summary: dict[str, Any]) -> str:
     values: list[dict[Any, int]] = [{} for _ in PAGE_FIELDS]
     rows = []
     for e in summary["episodes"]:
+        progress = e.get("progress")
         episode = dict(e, counters=counters_text(e) if e.get("counters") else None,
-                       recorded=e.get("recorded", True))
+                       recorded=e.get("recorded", True), progress=progress_episode_text(progress),
+                       progress_end=progress["fraction_at_end"] if progress else None)
         rows.append([table.setdefault(episode.get(name), len(table))
                      for name, table in zip(PAGE_FIELDS, values, strict=True)])
     text = json.dumps({"fields": PAGE_FIELDS, "values": [list(table) for table in values], "rows": rows},

@@ -3,8 +3,9 @@ file that opens from disk, with no server and nothing fetched from the network).
 
 The script reads the episodes from the page's JSON block (dictionary-encoded: page.page_data) and
 renders only one page of rows at a time (PAGE_SIZE), errored first, then failed, unattempted and
-passed; a video element is created only when a reviewer opens an episode (a row, a grid cell or
-`#episode=<cell>` in the address).
+passed (or by goal progress at the end when the records carry it: the `sort` select); a video
+element is created only when a reviewer opens an episode (a row, a grid cell or `#episode=<cell>`
+in the address).
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ SCRIPT = r"""
   const byCell = new Map(episodes.map(function (e) { return [e.cell, e]; }));
   const $ = function (id) { return document.getElementById(id); };
   const filters = {suite: $("f-suite"), task: $("f-task"), outcome: $("f-outcome"),
-                   category: $("f-category"), difficulty: $("f-difficulty"), text: $("f-text")};
+                   category: $("f-category"), difficulty: $("f-difficulty"), text: $("f-text"),
+                   sort: $("f-sort")};
   const plus = episodes.some(function (e) { return e.category != null; });
+  const progress = episodes.some(function (e) { return e.progress_end != null; });
   let matches = ordered, page = 0, renders = 0;
 
   function el(tag, text, cls) {
@@ -90,6 +93,7 @@ SCRIPT = r"""
   } else {
     for (const node of document.querySelectorAll(".plus-only")) node.hidden = true;
   }
+  if (!progress) for (const node of document.querySelectorAll(".progress-only")) node.hidden = true;
 
   function keep(e, f) {
     if (f.suite && e.suite !== f.suite) return false;
@@ -110,6 +114,14 @@ SCRIPT = r"""
     for (const name in filters) f[name] = filters[name].value;
     f.text = f.text.trim().toLowerCase();
     matches = ordered.filter(function (e) { return keep(e, f); });
+    if (f.sort) {  // goal progress at the end; episodes without it last, ties in the default order
+      const sign = f.sort === "progress-desc" ? -1 : 1;
+      matches = matches.slice().sort(function (a, b) {
+        const x = a.progress_end, y = b.progress_end;
+        if (x == null || y == null) return (x == null) - (y == null);
+        return sign * (x - y);
+      });
+    }
     page = 0;
     render();
   }
@@ -130,6 +142,7 @@ SCRIPT = r"""
     tr.appendChild(el("td", e.status, e.status));
     tr.appendChild(el("td", e.outcome + (e.termination && e.termination !== e.outcome ? " / " + e.termination : "")));
     if (plus) tr.appendChild(el("td", variant(e)));
+    if (progress) tr.appendChild(el("td", e.progress == null ? "-" : e.progress, "progress"));
     tr.appendChild(el("td", e.counters));
     tr.appendChild(el("td", e.message));
     tr.addEventListener("click", function () {
@@ -161,6 +174,7 @@ SCRIPT = r"""
                    ["outcome", e.outcome + (e.termination ? " / " + e.termination : "")],
                    ["language", e.language], ["counters", e.counters], ["message", e.message]];
     if (plus) facts.push(["category, difficulty", variant(e)]);
+    if (e.progress != null) facts.push(["goal progress", e.progress]);
     for (const fact of facts) {
       if (fact[1] == null || fact[1] === "") continue;
       const p = el("p");

@@ -143,6 +143,8 @@ def episode_record(result: Any, *, adapter: BenchmarkAdapter, context: Any, prot
     }
     if getattr(result, "install_check", None) is not None:
         record["install"] = result.install_check  # the install check (docs/install-check.md)
+    if private.get("progress") is not None:
+        record["progress"] = private["progress"]  # goal progress: evidence, from a service that reports it
     adapter.record_fields(record, private)
     return record
 

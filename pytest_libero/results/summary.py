@@ -159,6 +159,10 @@ def build_summary(run_dir: Path, adapter: BenchmarkAdapter,
         "unreadable_records": problems,
         "throughput": throughput(records),
     }
+    # Goal progress beside the success rates (results/progress.py): only when records carry it.
+    from pytest_libero.results.progress import add_progress
+
+    add_progress(summary, cells, records, by_suite, by_task)
     from pytest_libero.results.schedule_summary import extend
 
     def group(group_cells: list[str]) -> dict[str, Any]:
@@ -273,7 +277,16 @@ def episode_row(cell: str, record: dict[str, Any] | None, *, task: str | None = 
             "first_success_control": outcome["first_success_control"],
             "first_success_policy_call": outcome["first_success_policy_call"],
             "video": video["path"] if video else None, "language": record["cell"]["language"],
+            "progress": _progress_row(record.get("progress")),
             "kind": (record["identities"].get("model_profile") or {}).get("kind"), "recorded": True, **where}
+
+
+def _progress_row(block: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An episode's goal progress as its row shows it: the shares, and which predicates held and when."""
+    if block is None:
+        return None
+    return {"fraction_at_end": block["fraction_at_end"], "max_fraction": block["max_fraction"],
+            "predicates": [[p["text"], p["held_at_end"], p["first_control"]] for p in block["predicates"]]}
 
 
 def _short(stat: Mapping[str, Any]) -> str:

@@ -24,6 +24,7 @@ import numpy as np
 from pytest_libero.benchmarks.camera_gate import Gate, gate_cameras, render_now
 from pytest_libero.benchmarks.install_probe import fingerprint_of
 from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.benchmarks.libero.progress import GoalTap, ProgressTrack
 from pytest_libero.benchmarks.robosuite_log import drop_macro_file_notice
 from pytest_libero.benchmarks.seeding import placing, seed_simulator, seeding_evidence
 from pytest_libero.benchmarks.libero.spec import CAMERAS, IMAGE_SHAPE, SETTLE_ACTION, SPEC
@@ -109,6 +110,18 @@ def lean_reset_default() -> bool:
     value = os.environ.get(LEAN_RESET_ENV, "1")
     if value not in ("0", "1"):
         raise ValueError(f"{LEAN_RESET_ENV}={value!r}: use 1 (lean hard reset, the default) or 0 (LIBERO's own)")
+    return value == "1"
+
+
+# Switch for the benchmark (benchmarks/bench_goal_progress.py): PYTEST_LIBERO_GOAL_PROGRESS=0 records no
+# goal progress in every EnvCache built without an explicit `progress`. Success is the same either way.
+PROGRESS_ENV = "PYTEST_LIBERO_GOAL_PROGRESS"
+
+
+def progress_default() -> bool:
+    value = os.environ.get(PROGRESS_ENV, "1")
+    if value not in ("0", "1"):
+        raise ValueError(f"{PROGRESS_ENV}={value!r}: use 1 (record goal progress, the default) or 0 (none)")
     return value == "1"
 
 
@@ -247,12 +260,14 @@ class EnvCache:
     A soft reset (robosuite's hard_reset=False) is not bit-identical and is never used.
     """
 
-    def __init__(self, lean_reset: bool | None = None) -> None:
+    def __init__(self, lean_reset: bool | None = None, progress: bool | None = None) -> None:
         self.key: str | None = None
         self.env: Any = None
         self.gate = Gate(timing=Timing())
         self.lean_reset = lean_reset_default() if lean_reset is None else lean_reset
         self.lean: _LeanReset | None = None
+        self.progress = progress_default() if progress is None else progress
+        self.tap: GoalTap | None = None  # the goal predicates' values, read from LIBERO's success check
 
     def get(self, bddl_path: str, reuse: bool) -> tuple[Any, Gate, bool]:
         """(env, its camera gate, whether it was built now)."""
@@ -263,6 +278,7 @@ class EnvCache:
         self.env = self._build(bddl_path)
         self.key = bddl_path
         gate_cameras(self.env.env, self.gate, _GATED_NAMES, _BLANK)
+        self.tap = GoalTap(self.env.env) if self.progress and GoalTap.applies(self.env.env) else None
         return self.env, self.gate, True
 
     def _build(self, bddl_path: str) -> Any:
@@ -276,7 +292,7 @@ class EnvCache:
         return env
 
     def close(self) -> None:
-        env, self.env, self.key = self.env, None, None
+        env, self.env, self.key, self.tap = self.env, None, None, None
         if env is not None:
             env.close()
         if self.lean is not None:
@@ -376,6 +392,8 @@ class LiberoEpisode:
             self.env, self.gate, built = self.cache.get(key, reuse_env)
         self.gate.timing = Timing()
         self.private["env_reused"] = not built
+        # Goal progress (benchmarks/libero/progress.py): evidence, read from LIBERO's own success check.
+        self.progress = ProgressTrack(self.cache.tap) if self.cache.tap is not None else None
 
     def _seeded_reset(self) -> None:
         """Every generator set to the cell's seed, then LIBERO's env.seed and reset."""
@@ -396,12 +414,17 @@ class LiberoEpisode:
         settle = np.asarray(SETTLE_ACTION if settle_action is None else settle_action, dtype=np.float64)
         raw: Any = None
         self.settle_success = False
+        progress = self.progress
         for i in range(settle_controls):
             self.gate.open = i == settle_controls - 1
+            if progress is not None:
+                progress.tap.clear()
             raw, _, done, _ = self.env.step(settle)
             self._check_stable("settling")
             self.settle_success = self.settle_success or bool(done)
         self.gate.open = False
+        if progress is not None:
+            progress.observe(0)  # what holds at the first observation: before the policy's first control
         self.settling_controls = settle_controls
         # settle_s includes rendering the first observation; rendering_s counts the loop's.
         self.gate.timing.settle_s = time.perf_counter() - start
@@ -434,14 +457,19 @@ class LiberoEpisode:
         raw: Any = None
         executed_now = 0
         rendered: list[dict[str, np.ndarray]] = []
+        progress = self.progress
         for i in range(planned):
             self.gate.open = frames or (render_last and i == planned - 1)
             start = time.perf_counter()
             rendered_before = self.gate.timing.rendering_s
+            if progress is not None:
+                progress.tap.clear()
             raw, _, done, _ = self.env.step(chunk[i])
             self.gate.timing.simulation_s += (time.perf_counter() - start) - (
                 self.gate.timing.rendering_s - rendered_before)
             self.executed += 1
+            if progress is not None:
+                progress.observe(self.executed)
             executed_now += 1
             self._check_stable(f"control {self.executed}")
             if frames:
@@ -482,6 +510,7 @@ class LiberoEpisode:
                     "simulation_s": timing.simulation_s, "rendering_s": timing.rendering_s,
                     "renders": timing.renders},
             final_state_sha256=sha256_array(self.env.get_sim_state()),
+            progress=self.progress.block() if self.progress is not None else None,
         )
         if self.reuse_env:
             self.env = None  # stays in the cache for the next episode of this task
