@@ -8,7 +8,6 @@ imports beyond the standard library and numpy must be this suite's own modules, 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -85,6 +85,7 @@ class Channel:
         parent, child = socket.socketpair()
         with child:
             fd = child.fileno()
+            full_env: dict[str, str] | None
             if python is not None:
                 argv, full_env = python.argv(module, fd), python.environ(env)
             else:
