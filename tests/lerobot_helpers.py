@@ -96,7 +96,8 @@ def make_act_policy(python: Path, folder: Path, n_action_steps: int = 5, chunk_s
                     dim_model: int = 64) -> Path:
     """Save a small random ACT policy (seeded, no pretrained backbone) into `folder`; return it."""
     done = subprocess.run([str(python), "-c", MAKE_POLICIES, str(folder), str(n_action_steps), str(chunk_size),
-                           str(dim_model)], capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+                           str(dim_model)], capture_output=True, text=True,
+                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     if done.returncode != 0:
         raise RuntimeError(f"making the ACT policy failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     return folder
