@@ -29,6 +29,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in XDIST_WORKER_VARIABLES:
         os.environ.pop(name, None)
     config.addinivalue_line("markers", "real_libero: runs real LIBERO rollouts (CPU rendering; slower)")
+    config.addinivalue_line("markers", "lerobot: builds (once, cached by its requirements) a LeRobot 0.4.4 venv from the "
+                                       "package index and runs small random LeRobot policies")
     config.addinivalue_line("markers", "slurm: starts a real one-node Slurm cluster (needs root and the slurm-wlm and "
                                        "munge packages; deselect with -m 'not slurm')")
     config.addinivalue_line("markers", "browser: opens the review page in headless Chromium (Debian's chromium and "
@@ -81,3 +83,19 @@ def robomemarena_checkout(tmp_path_factory: pytest.TempPathFactory) -> object:
     from robomemarena_helpers import assemble
 
     return assemble(tmp_path_factory.mktemp("robomemarena") / "checkout")
+
+
+@pytest.fixture(scope="session")
+def lerobot_python() -> Path:
+    """The python of the cached LeRobot venv (tests/lerobot_helpers.py: built once, under a file lock)."""
+    from lerobot_helpers import lerobot_venv
+
+    return lerobot_venv()
+
+
+@pytest.fixture(scope="session")
+def lerobot_act(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small random ACT policy (n_action_steps 5, seeded, no pretrained backbone) saved by LeRobot."""
+    from lerobot_helpers import make_act_policy
+
+    return make_act_policy(lerobot_python, tmp_path_factory.mktemp("lerobot") / "pretrained_model")

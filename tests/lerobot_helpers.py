@@ -101,3 +101,104 @@ def make_act_policy(python: Path, folder: Path, n_action_steps: int = 5, chunk_s
     if done.returncode != 0:
         raise RuntimeError(f"making the ACT policy failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     return folder
+
+
+# Run in the suite's venv (it has LIBERO): one raw robosuite observation of a cell's first init
+# state, and what the harness's service makes of it (the contract's images and openpi-compat state).
+CAPTURE = r'''
+import sys, tempfile
+import numpy as np
+from pytest_libero.benchmarks.libero import catalog
+from pytest_libero.benchmarks.libero.inventory import InstalledLibero
+from pytest_libero.benchmarks.libero.service import make_native_env, prepare_process_environment, state_from_native
+from pytest_libero.benchmarks.libero.spec import SPEC
+from pytest_libero.core.contract import images_from_native
+
+prepare_process_environment(tempfile.mkdtemp())
+entry = catalog.entry("libero_10", 0)
+root = InstalledLibero.locate()
+with np.load(root.init_root / entry["init_states_file"]) as data:
+    init = data["states"][0]
+env = make_native_env(str(root.bddl_root / entry["bddl_file"]))
+env.reset()
+raw = env.set_init_state(init)
+images = images_from_native(raw, SPEC)
+np.savez(sys.argv[1], language=np.array(env.language_instruction),
+         **{f"raw_{k}": np.asarray(raw[k]) for k in ("agentview_image", "robot0_eye_in_hand_image",
+                                                    "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos",
+                                                    "robot0_gripper_qvel", "robot0_joint_pos", "robot0_joint_vel")},
+         ee_ori_mat=np.asarray(env.robots[0].controller.ee_ori_mat),
+         **{f"ours_{k}": v for k, v in images.items()}, ours_state=state_from_native(raw, "openpi-compat"))
+env.close()
+'''
+
+# Run in the LeRobot venv, on the captured arrays: lerobot's own LIBERO path (LiberoEnv._format_raw_obs,
+# a vector env's batch of one, preprocess_observation, the task, make_env_pre_post_processors's
+# LiberoProcessorStep, the policy's preprocessor) against the adapter's (lerobot_frame, the same
+# preprocessor). lerobot/envs/libero.py imports LIBERO at module import, and LIBERO is not in that
+# venv (it pins numpy 1.26 and robosuite 1.4; lerobot wants numpy 2): stub modules stand in for the
+# three names it imports, which its conversion never calls.
+DIFFERENTIAL = r'''
+import importlib.util, json, sys, types
+import numpy as np
+roots, captured, folder = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+for name, path in roots:
+    spec = importlib.util.spec_from_file_location(name, path + "/__init__.py", submodule_search_locations=[path])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, module)
+    spec.loader.exec_module(module)
+stub = {n: types.ModuleType(n) for n in ("libero", "libero.libero", "libero.libero.envs")}
+stub["libero.libero"].benchmark, stub["libero.libero"].get_libero_path = types.SimpleNamespace(Benchmark=object), None
+stub["libero.libero.envs"].OffScreenRenderEnv = None
+sys.modules.update(stub)
+import torch
+from lerobot.envs import libero as lerobot_libero
+from lerobot.envs.configs import LiberoEnv as LiberoEnvConfig
+from lerobot.envs.factory import make_env_pre_post_processors
+from lerobot.envs.utils import preprocess_observation
+from pytest_libero.adapters.lerobot import LeRobotPolicy, lerobot_frame
+from pytest_libero.core.contract import Counters, Observation
+
+data = np.load(captured)
+raw = {k[4:]: data[k] for k in data.files if k.startswith("raw_")}
+language = str(data["language"])
+env = lerobot_libero.LiberoEnv.__new__(lerobot_libero.LiberoEnv)
+env.camera_name = lerobot_libero._parse_camera_names("agentview_image,robot0_eye_in_hand_image")
+env.camera_name_mapping = {"agentview_image": "image", "robot0_eye_in_hand_image": "image2"}
+env.obs_type = "pixels_agent_pos"
+env._env = types.SimpleNamespace(robots=[types.SimpleNamespace(controller=types.SimpleNamespace(
+    ee_ori_mat=data["ee_ori_mat"]))])
+single = env._format_raw_obs(raw)
+def batch_of_one(tree):  # what gymnasium's SyncVectorEnv makes of one env's observation
+    return {k: batch_of_one(v) for k, v in tree.items()} if isinstance(tree, dict) else np.stack([tree])
+theirs = preprocess_observation(batch_of_one(single))
+theirs["task"] = [language]
+policy = LeRobotPolicy(path=folder)
+env_pre, _ = make_env_pre_post_processors(LiberoEnvConfig(), policy.config)
+theirs = env_pre(theirs)
+ours = lerobot_frame([Observation(language, {"agentview": data["ours_agentview"],
+                                             "robot0_eye_in_hand": data["ours_robot0_eye_in_hand"]},
+                                  Counters(), data["ours_state"])], torch)
+def compare(a, b):
+    out = {}
+    for key in sorted(k for k in set(a) | set(b) if k.startswith("observation.") or k == "task"):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            out[key] = {"shape": [list(x.shape), list(y.shape)], "dtype": [str(x.dtype), str(y.dtype)],
+                        "equal": bool(x.shape == y.shape and torch.equal(x, y)),
+                        "max_abs": float((x.double() - y.double()).abs().max()) if x.shape == y.shape else None}
+        else:
+            out[key] = {"equal": x == y, "repr": [repr(x)[:80], repr(y)[:80]]}
+    return out
+before = compare(theirs, ours)
+theirs_pre, ours_pre = policy.preprocessor(dict(theirs)), policy.preprocessor(dict(ours))
+after = compare(theirs_pre, ours_pre)
+with torch.inference_mode():
+    a_theirs = policy.policy.predict_action_chunk(theirs_pre)[:, :policy.n_action_steps]
+    a_ours = policy.policy.predict_action_chunk(ours_pre)[:, :policy.n_action_steps]
+print("DIFFERENTIAL " + json.dumps({"before": before, "after": after, "language": language,
+                                    "actions_max_abs": float((a_theirs - a_ours).abs().max())}))
+'''

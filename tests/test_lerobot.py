@@ -1,4 +1,5 @@
-"""`--libero-policy lerobot` (adapters/lerobot.py): the usage errors at start.
+"""`--libero-policy lerobot` (adapters/lerobot.py): usage errors at start, the differential test
+against lerobot's own LIBERO path, and real episodes from the LeRobot venv in every mode.
 
 The checks of the folder run before lerobot is imported, so they hold in any interpreter; the
 missing-lerobot error is shown with this suite's own venv as the policy's interpreter (it has
@@ -8,10 +9,14 @@ numpy, not lerobot).
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import lerobot_helpers
+from pytest_libero.runtime.interpreter import package_roots
 
 RUN = ("--libero-scope", "development", "--libero-budget", "decisions", "--libero-max-policy-calls", "2",
        "--libero-video", "none", "--libero-task-ids", "0", "--libero-track", "openpi-compat",
@@ -45,3 +50,28 @@ def test_usage_errors_at_start_exit_4_naming_the_path_and_the_fix(pytester: pyte
         assert " ".join(said.split()) in err, (kwargs, result.stderr.str())
         assert not list(pytester.path.glob("libero-runs/*/*/episodes/*.json")), "an episode ran"
     assert f"{sys.executable} -m pip install lerobot==0.4.4" in " ".join(result.stderr.str().split())
+
+
+@pytest.mark.lerobot
+@pytest.mark.real_libero
+def test_the_adapter_hands_the_policy_what_lerobots_own_libero_path_gives(lerobot_python, lerobot_act, tmp_path):
+    """One raw observation of libero_10 task 0's first init state, captured from real LIBERO by the
+    harness's service code, goes through lerobot's LIBERO conversion (lerobot/envs/libero.py, with
+    LIBERO's import stubbed: LIBERO is not in the LeRobot venv, see lerobot_helpers.DIFFERENTIAL)
+    and through the adapter's, from the contract's images and state the service makes of it."""
+    captured = tmp_path / "raw.npz"
+    subprocess.run([sys.executable, "-c", lerobot_helpers.CAPTURE, str(captured)], check=True, timeout=600)
+    done = subprocess.run([str(lerobot_python), "-c", lerobot_helpers.DIFFERENTIAL, json.dumps(package_roots()),
+                           str(captured), str(lerobot_act)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("DIFFERENTIAL ")]
+    found = json.loads(line.split(" ", 1)[1])
+    wanted = {"observation.images.image", "observation.images.image2", "observation.state", "task"}
+    for stage in ("before", "after"):  # before and after the policy's own saved preprocessor
+        assert set(found[stage]) == wanted, (stage, sorted(found[stage]))
+        # Bit-equal here, the state's axis-angle included (float32 in lerobot, float64 then float32
+        # in the harness: they could differ in the last bit at another pose, which would show here).
+        assert all(entry["equal"] for entry in found[stage].values()), (stage, found[stage])
+    assert found["before"]["observation.images.image"]["shape"] == [[1, 3, 256, 256]] * 2
+    assert found["after"]["observation.state"]["dtype"] == ["torch.float32"] * 2
+    assert found["actions_max_abs"] == 0.0
