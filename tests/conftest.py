@@ -29,8 +29,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in XDIST_WORKER_VARIABLES:
         os.environ.pop(name, None)
     config.addinivalue_line("markers", "real_libero: runs real LIBERO rollouts (CPU rendering; slower)")
-    config.addinivalue_line("markers", "lerobot: builds (once, cached by its requirements) a LeRobot 0.4.4 venv from the "
-                                       "package index and runs small random LeRobot policies")
+    config.addinivalue_line("markers", "lerobot: builds (once, cached by its requirements) a LeRobot 0.4.4 venv from "
+                                       "the package index and runs small random LeRobot policies")
     config.addinivalue_line("markers", "slurm: starts a real one-node Slurm cluster (needs root and the slurm-wlm and "
                                        "munge packages; deselect with -m 'not slurm')")
     config.addinivalue_line("markers", "browser: opens the review page in headless Chromium (Debian's chromium and "
