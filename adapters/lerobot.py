@@ -141,8 +141,9 @@ class LeRobotPolicy:
         self._language = ""
         self.profile: dict[str, Any] = {
             "label": f"LeRobot {config.type} policy at {folder}", "adapter": "lerobot", "path": str(folder),
-            "policy_type": config.type, "device": device, "lerobot_version": lerobot.__version__,
-            "torch_version": torch.__version__, "n_action_steps": self.n_action_steps,
+            "policy_type": config.type, "device": device, "lerobot_version": str(lerobot.__version__),
+            # str(): torch's version is a str subclass of torch's, which the harness's side cannot unpickle.
+            "torch_version": str(torch.__version__), "n_action_steps": self.n_action_steps,
             "chunk_size": getattr(config, "chunk_size", None),
             "observation_track": "openpi-compat", "image_convention": "rotated-180",
             "replan_interval": self.n_action_steps,

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import lerobot_helpers
+from evidence_helpers import records, run_dirs
 from pytest_libero.runtime.interpreter import package_roots
 
 RUN = ("--libero-scope", "development", "--libero-budget", "decisions", "--libero-max-policy-calls", "2",
@@ -75,3 +76,39 @@ def test_the_adapter_hands_the_policy_what_lerobots_own_libero_path_gives(lerobo
     assert found["before"]["observation.images.image"]["shape"] == [[1, 3, 256, 256]] * 2
     assert found["after"]["observation.state"]["dtype"] == ["torch.float32"] * 2
     assert found["actions_max_abs"] == 0.0
+
+
+@pytest.mark.lerobot
+@pytest.mark.real_libero
+def test_an_act_policy_from_its_own_venv_gives_equal_records_isolated_hosted_and_hosted_under_n2(
+        pytester: pytest.Pytester, lerobot_python, lerobot_act) -> None:
+    """libero_10 task 0, 2 policy calls of K = 5 (the policy's n_action_steps), in the isolated child,
+    under the host, and under the host with -n 2 beside task 1: the same record for task 0 each time."""
+    base = [*RUN[:RUN.index("--libero-task-ids")], "--libero-policy", "lerobot", "--libero-track", "openpi-compat",
+            "--libero-replan-interval", "5", "--libero-policy-kwargs", json.dumps({"path": str(lerobot_act)}),
+            "--libero-policy-python", str(lerobot_python)]
+    runs = {"process": ("--libero-task-ids", "0", "--libero-policy-isolation", "process"),
+            "host": ("--libero-task-ids", "0", "--libero-policy-isolation", "host"),
+            "host-n2": ("--libero-task-ids", "0,1", "-n", "2", "--libero-policy-isolation", "host")}
+    found = {}
+    for name, extra in runs.items():
+        result = pytester.runpytest_subprocess(*base, *extra, "--libero-output", name)
+        assert result.ret in (0, 1), result.stdout.str()[-3000:] + result.stderr.str()[-3000:]
+        (run_dir,) = run_dirs(pytester.path / name)
+        found[name] = records(run_dir)
+    (cell,) = found["process"]
+    assert len(found["host-n2"]) == 2 and cell in found["host-n2"]
+    first = found["process"][cell]
+    assert first["counters"]["policy_calls"] == 2 and first["counters"]["executed_controls"] == 10, first["counters"]
+    profile = first["identities"]["model_profile"]
+    assert profile["adapter"] == "lerobot" and profile["policy_type"] == "act" and profile["lerobot_version"] == "0.4.4"
+    assert profile["interpreter"]["executable"] == str(lerobot_python)
+    for name in ("host", "host-n2"):
+        record = found[name][cell]
+        for block in ("outcome", "counters", "private", "chunks", "observations", "cell"):
+            # Bit-equal: a batch of two gives each row the numbers a batch of one gives (measured
+            # on this CPU; the chunks' digests would show a last-bit difference).
+            assert record[block] == first[block], (name, block)
+        assert record["identities"].get("protocol") == first["identities"].get("protocol")
+    for record in found["host-n2"].values():  # task 1 ran its two calls too
+        assert record["counters"]["policy_calls"] == 2, record["counters"]
