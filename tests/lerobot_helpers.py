@@ -199,6 +199,17 @@ after = compare(theirs_pre, ours_pre)
 with torch.inference_mode():
     a_theirs = policy.policy.predict_action_chunk(theirs_pre)[:, :policy.n_action_steps]
     a_ours = policy.policy.predict_action_chunk(ours_pre)[:, :policy.n_action_steps]
+# A batch of two (the policy host's act_batch) against each observation alone: the second is the
+# first with its cameras swapped, so the rows differ.
+from pytest_libero.core.policy import BatchRequest
+front, wrist = data["ours_agentview"], data["ours_robot0_eye_in_hand"]
+one = Observation(language, {"agentview": front, "robot0_eye_in_hand": wrist}, Counters(), data["ours_state"])
+two = Observation(language, {"agentview": wrist, "robot0_eye_in_hand": front}, Counters(), data["ours_state"])
+pair = policy.act_batch([BatchRequest("a", one, True), BatchRequest("b", two, True)])
+alone = [policy.act(one), policy.act(two)]
 print("DIFFERENTIAL " + json.dumps({"before": before, "after": after, "language": language,
-                                    "actions_max_abs": float((a_theirs - a_ours).abs().max())}))
+                                    "actions_max_abs": float((a_theirs - a_ours).abs().max()),
+                                    "batch_vs_alone_max_abs": float(max(np.abs(p - a).max()
+                                                                        for p, a in zip(pair, alone))),
+                                    "rows_differ": bool(np.abs(alone[0] - alone[1]).max() > 0)}))
 '''
