@@ -43,7 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # orders files by their number of tests, which put these few-test files last) finish together
 # instead of one running a long file alone at the end. The other files, and the tests inside each
 # file, keep their order.
-SLOWEST_FILES = ("test_packaging.py", "test_robomemarena_real.py", "test_performance_identity.py",
+SLOWEST_FILES = ("test_lerobot.py", "test_packaging.py", "test_robomemarena_real.py", "test_performance_identity.py",
                  "test_sequential_real.py", "test_liberoplus_real.py", "test_slurm_real.py",
                  "test_install_check_real.py", "test_scale_real.py", "test_real_libero.py",
                  "test_order_independence.py", "test_resume.py", "test_adapters_real.py")
