@@ -440,6 +440,7 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     from pytest_libero.core.rollout import run_episode
     from pytest_libero.plugin.episode_files import EpisodeFiles
     from pytest_libero.plugin.gpus import record_fields
+    from pytest_libero.plugin.worker import worker_name
 
     if libero_cell.id in request.config.stash.get(RESUMED_KEY, frozenset()):
         return _resumed_episode(request, libero_cell)
@@ -462,7 +463,7 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
         # Run again: the earlier attempt's record and video move to attempts/ (kept, not overwritten).
         keep_attempt(request.config.stash[RUN_DIR_KEY].path, libero_cell.id)
     files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
-                         worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time(),
+                         worker=worker_name(request.config), started=time.time(),
                          compute=record_fields(request.config))
     # The benchmark may refuse a cell (a LIBERO-plus variant whose asset files are missing): it is
     # never run, and recorded unattempted with the reason.
@@ -479,6 +480,9 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     host_timing = getattr(libero_policy, "episode_timing", None)  # the policy host's queue wait, batch sizes
     if callable(host_timing):
         result.timing.update(host_timing())
+    episode_over = getattr(libero_policy, "episode_over", None)  # the policy host stops waiting for this worker
+    if callable(episode_over):
+        episode_over()
     result.warnings.extend(libero_source_check)
     from pytest_libero.plugin.install_check import STOP_FIELD, check_episode
 

@@ -11,6 +11,8 @@
                  in-flight episodes end as policy_error; the next episode connects to the rebuilt
                  host). Per episode it adds up what the record's timing says of the host: the time
                  its requests waited in the batch queue and the batch sizes they were answered in.
+                 After each episode it tells the host the episode is over (`episode_over`), so
+                 that the host's batches stop waiting for this worker's next request.
 
 The host's own logic (batching, per-episode state, the device thread) is
 pytest_libero.runtime.host_server. docs/policy-host.md says what batching costs and buys.
@@ -256,6 +258,17 @@ class HostPolicy:
         self._episode["compute_s"] += compute_s
         self._episode["sizes"].append(size)
         return answer
+
+    def episode_over(self) -> None:
+        """Tell the host this episode asks nothing more, so that its batches stop waiting for it
+        (called after the episode; no reply; nothing to do when the connection is gone)."""
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            wire.send(conn, ("end", None))
+        except (OSError, ValueError):
+            self._discard()  # the host died: the next episode reconnects
 
     def episode_timing(self) -> dict[str, float]:
         """The record's timing of the host for this episode: queue wait (s, charged to the policy),
