@@ -34,9 +34,12 @@ give: such a policy is refused when it is built.
 Actions are not clipped: an unnormalized action outside [-1, 1] is refused by the harness as a
 policy_error, naming the element (lerobot's LiberoEnv would pass it to robosuite, which clips).
 
-`act_batch` serves the policy host: one forward over every pending episode's observation. The
-policy keeps no state between decisions (the chunk is returned whole), so an episode's key only
-holds its language until `end_episode`.
+`act_batch` serves the policy host: one pass of the vision backbone over every pending episode's
+observation, then each episode's own forward from its row of features, so each row is bit-equal
+to that observation alone (see `_rows_over_one_backbone_pass`; a policy without a `backbone`
+gets one plain batched forward, equal up to float32 rounding). The policy keeps no state between
+decisions (the chunk is returned whole), so an episode's key only holds its language until
+`end_episode`.
 """
 
 from __future__ import annotations
@@ -166,11 +169,40 @@ class LeRobotPolicy:
         """(B, n_action_steps, 7) float64 actions for a batch of observations."""
         torch = self._torch
         batch = self.preprocessor(lerobot_frame(observations, torch))
+        backbone = getattr(getattr(self.policy, "model", None), "backbone", None)
         with torch.inference_mode():
-            actions = self.policy.predict_action_chunk(batch)[:, :self.n_action_steps]
+            if len(observations) > 1 and backbone is not None and self.config.image_features:
+                actions = self._rows_over_one_backbone_pass(batch, backbone, len(observations))
+            else:
+                actions = self.policy.predict_action_chunk(batch)
+        actions = actions[:, :self.n_action_steps]
         rows, steps, size = actions.shape
         actions = self.postprocessor(actions.reshape(rows * steps, size)).reshape(rows, steps, size)
         return np.asarray(actions.to("cpu").numpy(), dtype=np.float64)
+
+    def _rows_over_one_backbone_pass(self, batch: dict[str, Any], backbone: Any, rows: int) -> Any:
+        """A batch as bit-equal rows: the vision backbone over the whole batch, the rest per row.
+
+        CPU torch rounds the small matrix products of the transformer's projections (one row per
+        episode: MKL's small-M kernels) differently at batch sizes 1 and 2, so a plain batched
+        forward differs from each observation alone in the last float32 bits. The backbone's
+        convolutions, most of the forward's cost, give the same numbers at any batch size
+        (tests/test_lerobot.py, the differential test, checks the result bit-equal): they run once
+        for the batch, and each row's forward is the policy's own, handed its row of features.
+        """
+        torch = self._torch
+        features = [backbone(batch[key]) for key in self.config.image_features]  # ACT calls it per camera
+        out = []
+        for i in range(rows):
+            row = {k: (v[i:i + 1] if isinstance(v, torch.Tensor) else [v[i]] if isinstance(v, list) else v)
+                   for k, v in batch.items()}
+            given = iter([{name: t[i:i + 1] for name, t in f.items()} for f in features])
+            backbone.forward = lambda image, given=given: next(given)  # an instance attribute shadows forward
+            try:
+                out.append(self.policy.predict_action_chunk(row))
+            finally:
+                del backbone.forward
+        return torch.cat(out)
 
     # -- Policy -------------------------------------------------------------------------------
 
@@ -184,7 +216,7 @@ class LeRobotPolicy:
         return self.chunks([observation])[0]
 
     def act_batch(self, requests: Sequence[BatchRequest]) -> list[np.ndarray | Exception]:
-        """One forward over every pending episode (the policy host's batch)."""
+        """Every pending episode's chunk, the backbone run once for them all (the policy host's batch)."""
         for request in requests:
             self._languages[request.key] = request.observation.language
         try:
