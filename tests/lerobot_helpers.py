@@ -16,14 +16,22 @@ import json
 import os
 import shutil
 import subprocess
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 REQUIREMENTS = ("lerobot==0.4.4",)
 CACHE_ROOT = Path(os.environ.get("PYTEST_LIBERO_VENV_CACHE", Path.home() / ".cache" / "pytest-libero" / "venvs"))
 # The ready mark: written last, so a build killed half-way is rebuilt, never half-used.
 READY = "requirements.json"
+# pip's options: no byte-compiling of the 12,300 modules installed (Python compiles what it imports,
+# once, on first use), no progress output in the log.
+PIP_OPTIONS = ("--disable-pip-version-check", "--no-compile", "--progress-bar", "off")
+# Set by tests/conftest.py on the controller when it started a background build: the build's log.
+BACKGROUND_LOG = "PYTEST_LIBERO_LEROBOT_BUILD_LOG"
+FAILED, BUILT = "lerobot venv build FAILED", "lerobot venv build done"
 
 
 def venv_dir(requirements: tuple[str, ...] = REQUIREMENTS, root: Path = CACHE_ROOT) -> Path:
@@ -32,28 +40,108 @@ def venv_dir(requirements: tuple[str, ...] = REQUIREMENTS, root: Path = CACHE_RO
     return root / f"lerobot-{hashlib.sha256(key).hexdigest()[:16]}"
 
 
+def _lock_path(folder: Path) -> Path:
+    return folder.parent / f"{folder.name}.lock"
+
+
+def build(folder: Path, requirements: tuple[str, ...], log: IO[str]) -> bool:
+    """Build the venv in `folder` (its lock held by the caller), pip's output to `log`; True when built."""
+    shutil.rmtree(folder, ignore_errors=True)
+    start, cpu = time.monotonic(), os.times()
+    python = folder / "bin" / "python"
+    steps = ([sys.executable, "-m", "venv", str(folder)],
+             [str(python), "-m", "pip", "install", *PIP_OPTIONS, *requirements])
+    for step in steps:
+        log.write(f"$ {' '.join(step)}\n")
+        log.flush()
+        done = subprocess.run(step, stdout=log, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            log.write(f"{FAILED}: exit {done.returncode} of {step[2:4]}\n")
+            log.flush()
+            return False
+    end = os.times()
+    measured = {"requirements": list(requirements), "build_s": round(time.monotonic() - start, 1),
+                "build_cpu_s": round(end.children_user + end.children_system - cpu.children_user
+                                     - cpu.children_system, 1)}
+    (folder / READY).write_text(json.dumps(measured))
+    log.write(f"{BUILT}: {json.dumps(measured)}\n")
+    log.flush()
+    return True
+
+
 def lerobot_venv(requirements: tuple[str, ...] = REQUIREMENTS, root: Path = CACHE_ROOT) -> Path:
-    """The python of a cached venv with `requirements`, building it (under a lock) when absent."""
+    """The python of a cached venv with `requirements`, building it (under a lock) when absent.
+
+    When tests/conftest.py started the build in the background (BACKGROUND_LOG set), this waits
+    for it on the lock and raises with the tail of its log if it failed, instead of building again.
+    """
     folder = venv_dir(requirements, root)
     python = folder / "bin" / "python"
     if (folder / READY).is_file():
         return python
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here while this one builds
+    background = os.environ.get(BACKGROUND_LOG)
+    with open(_lock_path(folder), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a background build, another worker or session builds: wait
         if (folder / READY).is_file():
             return python
-        shutil.rmtree(folder, ignore_errors=True)
-        start = time.monotonic()
-        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-        done = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                               *requirements], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"building the LeRobot venv {folder} failed (pip exit {done.returncode}):\n"
-                               f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        (folder / READY).write_text(json.dumps({"requirements": list(requirements),
-                                                "build_s": round(time.monotonic() - start, 1)}))
+        if background and Path(background).is_file():
+            tail = Path(background).read_text(errors="replace")[-4000:]
+            raise RuntimeError(f"the background build of the LeRobot venv {folder} failed or was stopped (log "
+                               f"{background}); its log ends:\n{tail}")
+        log_path = folder.parent / f"{folder.name}.log"
+        with open(log_path, "w") as log:
+            if not build(folder, requirements, log):
+                raise RuntimeError(f"building the LeRobot venv {folder} failed (log {log_path}); it ends:\n"
+                                   f"{log_path.read_text(errors='replace')[-4000:]}")
     return python
+
+
+def start_background_build(requirements: tuple[str, ...] = REQUIREMENTS, root: Path = CACHE_ROOT
+                           ) -> tuple[subprocess.Popen[bytes], Path] | None:
+    """Start building the venv in a detached process holding its lock; None when it is built, or
+    already being built by another session. The caller stops it if the session ends first."""
+    folder = venv_dir(requirements, root)
+    if (folder / READY).is_file():
+        return None
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(_lock_path(folder), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None  # someone builds it now; the fixture waits on the lock
+        if (folder / READY).is_file():
+            return None
+        log_path = folder.parent / f"{folder.name}.log"
+        with open(log_path, "w") as log:
+            # The child inherits the locked file (same open file, same lock): the lock is held from
+            # now until the build ends, whoever asks for it next. Our copy closes below.
+            process = subprocess.Popen([sys.executable, __file__, "--build", str(root), *requirements],
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True, pass_fds=(lock.fileno(),),
+                                       env={**os.environ, "PYTEST_LIBERO_LOCK_FD": str(lock.fileno())})
+    return process, log_path
+
+
+def stop_background_build(process: subprocess.Popen[bytes], log_path: Path) -> None:
+    """End a background build that outlived the session (its process group), and say so in its log."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    with open(log_path, "a") as log:
+        log.write("stopped: the test session ended before the build did (the next session builds it anew)\n")
+
+
+def _main() -> None:
+    """`lerobot_helpers.py --build ROOT REQUIREMENT...`: the background build (the lock held by fd)."""
+    root, requirements = Path(sys.argv[2]), tuple(sys.argv[3:])
+    os.set_inheritable(int(os.environ["PYTEST_LIBERO_LOCK_FD"]), False)  # pip and its children need not hold it
+    sys.exit(0 if build(venv_dir(requirements, root), requirements, sys.stdout) else 1)
 
 
 # Run in the LeRobot venv: builds the policies and saves them with LeRobot's save_pretrained.
@@ -65,7 +153,7 @@ from lerobot.policies.act.configuration_act import ACTConfig
 from lerobot.policies.act.modeling_act import ACTPolicy
 from lerobot.policies.factory import make_pre_post_processors
 
-out, n_action_steps, chunk_size, dim_model = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+out, n_action_steps, chunk_size, dim_model, layers, heads, feedforward = sys.argv[1], *map(int, sys.argv[2:8])
 torch.manual_seed(0)
 features_in = {"observation.images.image": PolicyFeature(FeatureType.VISUAL, (3, 256, 256)),
                "observation.images.image2": PolicyFeature(FeatureType.VISUAL, (3, 256, 256)),
@@ -73,7 +161,7 @@ features_in = {"observation.images.image": PolicyFeature(FeatureType.VISUAL, (3,
 features_out = {"action": PolicyFeature(FeatureType.ACTION, (7,))}
 config = ACTConfig(input_features=features_in, output_features=features_out, device="cpu",
                    chunk_size=chunk_size, n_action_steps=n_action_steps, pretrained_backbone_weights=None,
-                   dim_model=dim_model, dim_feedforward=2 * dim_model, n_heads=4, n_encoder_layers=1,
+                   dim_model=dim_model, dim_feedforward=feedforward, n_heads=heads, n_encoder_layers=layers,
                    n_decoder_layers=1, use_vae=False)
 policy = ACTPolicy(config)
 # Made-up statistics: the images as ImageNet's, a state around LIBERO's start pose, and actions with
@@ -93,10 +181,12 @@ print(json.dumps({"path": out, "parameters": sum(p.numel() for p in policy.param
 
 
 def make_act_policy(python: Path, folder: Path, n_action_steps: int = 5, chunk_size: int = 10,
-                    dim_model: int = 64) -> Path:
-    """Save a small random ACT policy (seeded, no pretrained backbone) into `folder`; return it."""
-    done = subprocess.run([str(python), "-c", MAKE_POLICIES, str(folder), str(n_action_steps), str(chunk_size),
-                           str(dim_model)], capture_output=True, text=True,
+                    dim_model: int = 64, layers: int = 1, heads: int = 4, feedforward: int | None = None) -> Path:
+    """Save a random ACT policy (seeded, no pretrained backbone) into `folder`; return it. The defaults
+    are small (the tests); ACT's own size is dim_model 512, 4 encoder layers, 8 heads, feedforward 3200."""
+    sizes = (n_action_steps, chunk_size, dim_model, layers, heads, feedforward or 2 * dim_model)
+    done = subprocess.run([str(python), "-c", MAKE_POLICIES, str(folder), *map(str, sizes)], capture_output=True,
+                          text=True,
                           env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     if done.returncode != 0:
         raise RuntimeError(f"making the ACT policy failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
@@ -213,3 +303,7 @@ print("DIFFERENTIAL " + json.dumps({"before": before, "after": after, "language"
                                                                         for p, a in zip(pair, alone))),
                                     "rows_differ": bool(np.abs(alone[0] - alone[1]).max() > 0)}))
 '''
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--build"]:
+    _main()
