@@ -10,18 +10,21 @@ LeRobot venv through `--libero-policy-python`:
 By default each mode uses the machine's two cores (1 + 1 thread, or 2). It prints each mode's wall
 time, episodes per hour, the batch sizes the host formed (the records' policy_batch_size_mean),
 the ratio host/copies, and whether the outcomes and the executed chunks' digests are equal.
-Size the model with --dim-model so that one CPU forward costs at least one simulated observation
-(about 0.2 s here with two 256x256 cameras); the forward's cost is printed from the records.
+The default model is ACT at its own size (dim_model 512, 4 encoder layers, 8 heads, feedforward
+3200, ResNet-18 backbone, random weights): one CPU forward costs more than one simulated
+observation (about 0.2 s here with two 256x256 cameras); the forward's cost is printed from the
+records (policy_s per call).
 
-    python benchmarks/bench_lerobot_host.py                          # dim 512, 8 calls of K=5, 1 run
-    python benchmarks/bench_lerobot_host.py --runs 3 --max-wait-ms 800
-    python benchmarks/bench_lerobot_host.py --dim-model 64 --calls 2 # a quick check that it runs
+    python benchmarks/bench_lerobot_host.py --runs 3                 # ACT's size, 8 calls of K=5
+    python benchmarks/bench_lerobot_host.py --dim-model 64 --layers 1 --heads 4 --feedforward 128 --calls 2
+                                                                     # a quick check that it runs
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -74,6 +77,9 @@ def summary(mode: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dim-model", type=int, default=512)
+    parser.add_argument("--layers", type=int, default=4, help="ACT's encoder layers")
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--feedforward", type=int, default=3200)
     parser.add_argument("--calls", type=int, default=8)
     parser.add_argument("--tasks", default="0,1")
     parser.add_argument("--runs", type=int, default=1)
@@ -84,20 +90,23 @@ def main() -> None:
     python = lerobot_venv()
     with tempfile.TemporaryDirectory(prefix="bench-lerobot-") as tmp:
         root = Path(tmp)
-        policy = make_act_policy(python, root / "pretrained_model", dim_model=args.dim_model)
+        policy = make_act_policy(python, root / "pretrained_model", dim_model=args.dim_model, layers=args.layers,
+                                 heads=args.heads, feedforward=args.feedforward)
         ratios = []
         for run in range(args.runs):
             copies = run_mode(root / f"copies{run}", python, policy, "process", args.threads, args)
             host = run_mode(root / f"host{run}", python, policy, "host", args.host_threads, args)
             assert copies["records"].keys() == host["records"].keys(), "the two modes ran other cells"
-            # Per block: torch's CPU sums may round differently with another thread count or batch
-            # size, which shows in the chunks' digests first.
+            # Per block: the adapter's batches are bit-equal to one observation alone, but torch's
+            # CPU sums could round differently with another thread count (1 per copy, 2 in the host),
+            # which would show in the chunks' digests first.
             same = {b: all(copies["records"][c][b] == host["records"][c][b] for c in copies["records"])
                     for b in ("outcome", "counters", "chunks", "observations")}
             ratio = copies["wall_s"] / host["wall_s"]
             ratios.append(ratio)
             print(json.dumps({"run": run, "copies": summary(copies), "host": summary(host),
-                              "host_over_copies_throughput": round(ratio, 3), "equal_by_block": same}))
+                              "host_over_copies_throughput": round(ratio, 3), "equal_by_block": same,
+                              "load_1min": os.getloadavg()[0]}))
         print(f"host / per-worker copies, episodes per hour: {', '.join(f'{r:.2f}x' for r in ratios)}"
               + (f" (median {statistics.median(ratios):.2f}x)" if len(ratios) > 1 else ""))
 
