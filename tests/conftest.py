@@ -30,10 +30,13 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in XDIST_WORKER_VARIABLES:
         os.environ.pop(name, None)
     config.addinivalue_line("markers", "real_libero: runs real LIBERO rollouts (CPU rendering; slower)")
+    config.addinivalue_line("markers", "lerobot: builds (once, cached by its requirements) a LeRobot 0.4.4 venv from "
+                                       "the package index and runs small random LeRobot policies")
     config.addinivalue_line("markers", "slurm: starts a real one-node Slurm cluster (needs root and the slurm-wlm and "
                                        "munge packages; deselect with -m 'not slurm')")
     config.addinivalue_line("markers", "browser: opens the review page in headless Chromium (Debian's chromium and "
                                        "chromium-driver packages, selenium); deselect with -m 'not browser'")
+    start_lerobot_venv_build(config)
 
 
 # The slowest files, slowest first (seconds in one process on a 2-core CPU machine, 2026-12-02). Run
@@ -44,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # file, keep their order.
 SLOWEST_FILES = ("test_packaging.py", "test_robomemarena_real.py", "test_performance_identity.py",
                  "test_sequential_real.py", "test_liberoplus_real.py", "test_slurm_real.py",
-                 "test_install_check_real.py", "test_scale_real.py", "test_real_libero.py",
+                 "test_install_check_real.py", "test_scale_real.py", "test_lerobot.py", "test_real_libero.py",
                  "test_order_independence.py", "test_resume.py", "test_adapters_real.py")
 
 
@@ -82,3 +85,93 @@ def robomemarena_checkout(tmp_path_factory: pytest.TempPathFactory) -> object:
     from robomemarena_helpers import assemble
 
     return assemble(tmp_path_factory.mktemp("robomemarena") / "checkout")
+
+
+# -- The LeRobot venv (issue 32): built in the background from the session's start ---------------
+# Building it (tests/lerobot_helpers.py) is mostly pip downloading torch and its CUDA libraries
+# (4.3 GB of wheels), which costs minutes of wall time and little CPU. The controller (the one
+# process without xdist's workerinput) starts it in a detached process when the selected tests
+# include test_lerobot.py's venv tests, so the download overlaps the other files' tests; the
+# lerobot_python fixture waits for it on the venv's lock. test_lerobot.py's place in SLOWEST_FILES
+# gives the download that time. The build is stopped if the session ends first.
+LEROBOT_FILE = Path(__file__).resolve().with_name("test_lerobot.py")
+LEROBOT_VENV_TESTS = ("test_the_adapter_hands_the_policy_what_lerobots_own_libero_path_gives",
+                      "test_an_act_policy_from_its_own_venv_gives_equal_records_isolated_hosted_and_hosted_under_n2")
+LEROBOT_MARKERS = ("lerobot", "real_libero")
+
+
+def lerobot_venv_wanted(config: pytest.Config) -> bool:
+    """Whether this session's arguments select a test of test_lerobot.py that needs the venv (the
+    file or a folder above it among the paths; -m and -k not deselecting both of its venv tests)."""
+    from _pytest.mark.expression import Expression
+
+    if config.option.collectonly:
+        return False
+    tests: set[str] = set()
+    for arg in config.args:
+        path, _, name = arg.partition("::")
+        path = (config.invocation_params.dir / path).resolve()
+        if path in LEROBOT_FILE.parents or (path == LEROBOT_FILE and not name):
+            tests.update(LEROBOT_VENV_TESTS)
+        elif path == LEROBOT_FILE:
+            tests.update(t for t in LEROBOT_VENV_TESTS if t == name.split("[")[0])
+    if not tests:
+        return False
+    try:
+        marks = Expression.compile(config.option.markexpr) if config.option.markexpr else None
+        words = Expression.compile(config.option.keyword) if config.option.keyword else None
+    except SyntaxError:
+        return False  # pytest reports the expression itself
+    if marks and not marks.evaluate(lambda name, **_: name in LEROBOT_MARKERS):
+        return False
+    if not words:
+        return True
+    keywords = [(test, LEROBOT_FILE.name, LEROBOT_FILE.parent.name, *LEROBOT_MARKERS) for test in sorted(tests)]
+    return any(words.evaluate(lambda word, names=names, **_: any(word.lower() in n.lower() for n in names))
+               for names in keywords)
+
+
+def start_lerobot_venv_build(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or not lerobot_venv_wanted(config):
+        return
+    from lerobot_helpers import BACKGROUND_LOG, start_background_build
+
+    started = start_background_build()
+    if started is not None:
+        config.stash[LEROBOT_BUILD] = started
+        os.environ[BACKGROUND_LOG] = str(started[1])  # the workers inherit it: the fixture reads the log
+
+
+LEROBOT_BUILD = pytest.StashKey["tuple[subprocess.Popen[bytes], Path]"]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    started = config.stash.get(LEROBOT_BUILD, None)
+    if started is not None:
+        from lerobot_helpers import BACKGROUND_LOG, stop_background_build
+
+        stop_background_build(*started)
+        os.environ.pop(BACKGROUND_LOG, None)
+
+
+@pytest.fixture(scope="session")
+def lerobot_python(request: pytest.FixtureRequest) -> Path:
+    """The python of the cached LeRobot venv (tests/lerobot_helpers.py: built once, under a file lock;
+    a background build's wait is added to its log)."""
+    from lerobot_helpers import BACKGROUND_LOG, lerobot_venv
+
+    started = time.monotonic()
+    python = lerobot_venv()
+    if os.environ.get(BACKGROUND_LOG):
+        worker = getattr(request.config, "workerinput", {}).get("workerid", "main")
+        with open(os.environ[BACKGROUND_LOG], "a") as log:
+            log.write(f"the lerobot_python fixture ({worker}) waited {time.monotonic() - started:.1f} s\n")
+    return python
+
+
+@pytest.fixture(scope="session")
+def lerobot_act(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small random ACT policy (n_action_steps 5, seeded, no pretrained backbone) saved by LeRobot."""
+    from lerobot_helpers import make_act_policy
+
+    return make_act_policy(lerobot_python, tmp_path_factory.mktemp("lerobot") / "pretrained_model")

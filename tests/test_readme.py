@@ -40,7 +40,8 @@ def as_collection(command: str, folder: Path, checkout: Path | None = None) -> l
     """The arguments of a README `pytest` line for a collect-only check, its placeholders filled:
     `...` dropped (a LIBERO-PRO suite gets the task_coverage scope it stands for), the adapter file
     and run folder the line names created, LIBERO-plus's classification file written (the test
-    data's), RoboMemArena's checkout PATH given (`checkout`, assembled from ../shared/data). `-n N`
+    data's), RoboMemArena's checkout PATH given (`checkout`, assembled from ../shared/data), the policy's
+    interpreter (`--libero-policy-python`) this one. `-n N`
     stays: collection runs in-process (tests/test_scale_real.py runs real workers). None for a line
     that is not `pytest`."""
     args = shlex.split(command.replace("<run-id>", "run1"))
@@ -58,6 +59,8 @@ def as_collection(command: str, folder: Path, checkout: Path | None = None) -> l
             (folder / arg).mkdir(parents=True, exist_ok=True)
         if arg == "task_classification.json":
             write_classification(folder / arg)
+        if at and args[at - 1] == "--libero-policy-python":  # the policy's venv: this one stands in
+            args[at] = sys.executable
         if arg == "--libero-robomemarena-checkout=PATH":
             assert checkout is not None, command
             args[at] = f"--libero-robomemarena-checkout={checkout}"

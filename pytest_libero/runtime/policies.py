@@ -31,6 +31,7 @@ BUILTIN_POLICIES: dict[str, str] = {
     "vla-eval": "pytest_libero.adapters.vla_eval:VlaEvalPolicy",
     "demo": "pytest_libero.adapters.demo:DemoPolicy",
     "replay": "pytest_libero.adapters.replay:ReplayPolicy",
+    "lerobot": "pytest_libero.adapters.lerobot:LeRobotPolicy",
 }
 
 
