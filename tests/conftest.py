@@ -33,6 +33,12 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "munge packages; deselect with -m 'not slurm')")
     config.addinivalue_line("markers", "browser: opens the review page in headless Chromium (Debian's chromium and "
                                        "chromium-driver packages, selenium); deselect with -m 'not browser'")
+    # The tiers (area markers, the real_libero check) and the full gate's per-file budget: tests/suite_tiers.py.
+    from suite_tiers import AREAS, SuiteTiers
+
+    for area in AREAS:
+        config.addinivalue_line("markers", f"{area}: the tests of one area (tests/suite_tiers.py AREAS)")
+    config.pluginmanager.register(SuiteTiers(config), "suite-tiers")
 
 
 # The slowest files, slowest first (seconds in one process on a 2-core CPU machine, 2026-12-02). Run
