@@ -57,8 +57,8 @@ def _parent_of(pid: str) -> int | None:
         return None
 
 
-def service_descendants(root: int) -> set[int]:
-    """The bench service processes below `root` at any depth (Linux /proc)."""
+def service_descendants(root: int, name: bytes = SERVER_MODULE) -> set[int]:
+    """The processes below `root` at any depth (Linux /proc) whose command line holds `name`."""
     children: dict[int, list[int]] = defaultdict(list)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         parent = _parent_of(pid)
@@ -70,7 +70,7 @@ def service_descendants(root: int) -> set[int]:
         stack.extend(children.get(pid, ()))
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as stream:
-                if SERVER_MODULE in stream.read():
+                if name in stream.read():
                     found.add(pid)
         except OSError:
             continue
@@ -80,8 +80,9 @@ def service_descendants(root: int) -> set[int]:
 class SimulatorWatch:
     """Polls for bench services below this process, so each test knows whether it started one."""
 
-    def __init__(self, root: int) -> None:
+    def __init__(self, root: int, name: bytes | None = None) -> None:
         self.root = root
+        self.name = SERVER_MODULE if name is None else name
         self.seen: set[int] = set()
         self.known: set[int] = set()  # a service kept alive across tests is charged once, to its starter
         self._lock = threading.Lock()
@@ -100,7 +101,7 @@ class SimulatorWatch:
             self.scan()
 
     def scan(self) -> None:
-        found = service_descendants(self.root)
+        found = service_descendants(self.root, self.name)
         with self._lock:
             self.seen |= found - self.known
             self.known |= found

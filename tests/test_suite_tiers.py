@@ -103,14 +103,13 @@ def test_area_markers_select_their_files_and_every_area_has_a_file():
     assert suite_tiers.areas_of("test_contract.py") == []
 
 
-def test_the_watch_finds_a_service_below_this_process_at_any_depth(monkeypatch):
-    monkeypatch.setattr(suite_tiers, "SERVER_MODULE", STAND_IN.encode() + b"-depth")
+def test_the_watch_finds_a_service_below_this_process_at_any_depth():
     # The child's command line names the service only in pieces; its child's names it whole.
     inner_code = (f"import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(3)', "
                   f"{STAND_IN!r} + '-depth'])")
     child = subprocess.Popen([sys.executable, "-c", inner_code])
     try:
-        watch = suite_tiers.SimulatorWatch(os.getpid())
+        watch = suite_tiers.SimulatorWatch(os.getpid(), STAND_IN.encode() + b"-depth")
         for _ in range(40):
             found = watch.take()
             if found:
