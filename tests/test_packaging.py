@@ -114,6 +114,7 @@ def project(tmp_path: Path, files: dict[str, str]) -> Path:
     return folder
 
 
+@pytest.mark.real_libero  # two real LIBERO episodes (tests/suite_tiers.py fails a test that starts one unmarked)
 def test_the_installed_wheel_is_what_runs_and_the_main_job_passes(venv, tmp_path):
     folder = project(tmp_path, {})
     env = user_env(venv)
