@@ -12,9 +12,15 @@ copies of the cost model (batch 1, taking turns on the one device lock) for host
 
 Simulator cost: 7.3 observations/s per LIBERO shard (the issue's measured figure) with K=5: 27.4 ms
 per control. Policy: a = 100 ms, b = 8 ms (see bench_policy_host_model.py for their sources).
+Each worker starts after a random offset (seeded, uniform over one cycle s + a + b), so that the
+workers are out of step when the host first sees them (issue 32: the host must bring them into
+step). `--a-ms 714` makes the policy the costlier side (StarVLA-FAST's published 1.4
+observations/s, the issue's slowest model, against the simulator's 137 ms); with it, set
+`--max-wait-ms` above one observation's simulation (the worker's turnaround), e.g. 300.
 
     python benchmarks/bench_policy_host_simulated.py                     # 8, 32, 64 workers, 15 s each
     python benchmarks/bench_policy_host_simulated.py --workers 32 --seconds 30 --repeat 3
+    python benchmarks/bench_policy_host_simulated.py --workers 2 4 8 32 --a-ms 714 --max-wait-ms 300 --repeat 3
 """
 
 from __future__ import annotations
@@ -48,12 +54,13 @@ def observation(language: str) -> Observation:
 
 
 def _worker(i: int, address: dict[str, str], k: int, control_s: float, calls_per_episode: int, ready: Any,
-            measuring: Any, stop: Any, results: Any) -> None:
+            measuring: Any, stop: Any, results: Any, offset_s: float) -> None:
     """One simulated xdist worker (a process): simulate, ask the host, count while measuring."""
     policy = HostPolicy(address, timeout_s=600, worker=f"w{i}")
     obs = observation(f"task {i}")
     count, queue, overhead = 0, [], []
     ready.release()
+    time.sleep(offset_s)  # its random start offset
     while not stop.is_set():
         policy.reset(f"task {i}")
         for _ in range(calls_per_episode):
@@ -71,26 +78,29 @@ def _worker(i: int, address: dict[str, str], k: int, control_s: float, calls_per
                 overhead.append(took - q - c)
             if stop.is_set():
                 break
+        policy.episode_over()  # as the plugin does after each episode
     policy.close()
     results.put((count, queue, overhead))
 
 
 def run(workers: int, seconds: float, control_s: float, k: int, a_ms: float, b_ms: float, max_batch: int,
-        max_wait_ms: float, calls_per_episode: int) -> dict[str, float]:
+        max_wait_ms: float, calls_per_episode: int, seed: int = 0) -> dict[str, float]:
     folder = tempfile.mkdtemp(prefix="libero-bench-host-")
     spec = PolicySpec(f"{MODEL}:cost_model", {"a_ms": a_ms, "b_ms": b_ms, "lock": os.path.join(folder, "gpu.lock")})
     host = PolicyHost(spec, HostSettings(max_batch=max_batch, max_wait_ms=max_wait_ms), folder, "bench")
     host.start()
     context = multiprocessing.get_context("fork")
     ready, measuring, stop, results = context.Semaphore(0), context.Event(), context.Event(), context.Queue()
+    cycle = k * control_s + (a_ms + b_ms) / 1000
+    offsets = np.random.default_rng(seed).uniform(0.0, cycle, workers)
     processes = [context.Process(target=_worker, args=(i, host.address, k, control_s, calls_per_episode, ready,
-                                                       measuring, stop, results), daemon=True)
+                                                       measuring, stop, results, float(offsets[i])), daemon=True)
                  for i in range(workers)]
     for process in processes:
         process.start()
     for _ in processes:
         ready.acquire()
-    time.sleep(min(5.0, seconds / 3))
+    time.sleep(max(min(5.0, seconds / 3), 2 * cycle))  # past every start offset
     before = dict(host.stats().get("batches", {}))
     measuring.set()
     tick = time.monotonic()
@@ -166,14 +176,16 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=None, help="default: the worker count")
     parser.add_argument("--max-wait-ms", type=float, default=5.0)
     parser.add_argument("--calls-per-episode", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0, help="of the start offsets (run r uses seed + r)")
     parser.add_argument("--no-copies", action="store_true", help="skip the per-worker copies baseline")
     args = parser.parse_args()
     print(f"SIMULATION: simulator {args.k} x {args.control_ms:.1f} ms per observation (7.3 obs/s per shard), "
-          f"policy a={args.a_ms:g} ms + b={args.b_ms:g} ms x batch under one device lock; load {os.getloadavg()}")
+          f"policy a={args.a_ms:g} ms + b={args.b_ms:g} ms x batch under one device lock; max-wait "
+          f"{args.max_wait_ms:g} ms; random start offsets (seed {args.seed} + run); load {os.getloadavg()}")
     for workers in args.workers:
         for repeat in range(args.repeat):
             r = run(workers, args.seconds, args.control_ms / 1000, args.k, args.a_ms, args.b_ms,
-                    args.max_batch or workers, args.max_wait_ms, args.calls_per_episode)
+                    args.max_batch or workers, args.max_wait_ms, args.calls_per_episode, args.seed + repeat)
             print(f"workers {workers:3d} run {repeat + 1}: {r['rate']:.1f} obs/s, ideal {r['ideal']:.1f} "
                   f"(naive {r['naive']:.1f}): achieved/ideal {r['rate'] / r['ideal']:.2f} "
                   f"(/naive {r['rate'] / r['naive']:.2f}); batch mean {r['batch_mean']:.1f} max {r['batch_max']}; "

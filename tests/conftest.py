@@ -20,8 +20,9 @@ import matplotlib.figure  # noqa: E402,F401
 
 
 # The suite itself runs under xdist (README's test command: -n 2). Its workers' variables must not
-# reach the pytest runs the tests make (subprocesses and pytester's in-process runs), which would
-# take them for their own and name their worker gw0 instead of main.
+# reach the pytest runs the tests make (subprocesses and pytester's in-process runs), whose own
+# fakes and helpers read them (the plugin names its worker from xdist's config, not from these:
+# test_gpus.py checks a run started with them set still records worker main).
 XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from run_folders import full_protocol, write_run
 from pytest_libero.__main__ import main
-from pytest_libero.core.statistics import (Paired, analyse, mcnemar_exact_p, min_discordant_for_significance,
-                                           newcombe_paired_ci, verdict)
+from pytest_libero.core.statistics import (Paired, analyse, holm_adjust, mcnemar_exact_p,
+                                           min_discordant_for_significance, newcombe_paired_ci, verdict)
 
 
 @pytest.mark.parametrize("paired, p_value, expected", [
@@ -119,3 +119,33 @@ def test_compare_refuses_runs_with_nothing_in_common(tmp_path, capsys):
     run_b = write_run(tmp_path / "b", full_protocol(), {"libero_10-t00-s01": "success"})
     assert main(["compare", str(run_a), str(run_b)]) == 2
     assert "no completed cell in common" in capsys.readouterr().err
+
+
+def test_holm_adjustment_matches_a_hand_computation():
+    # m = 4: sorted 0.01, 0.02, 0.03, 0.5 -> 4*0.01=0.04, 3*0.02=0.06, 2*0.03=0.06 (kept monotone), 1*0.5
+    adjusted = holm_adjust({"a": 0.03, "b": 0.01, "c": 0.5, "d": 0.02})
+    assert adjusted == pytest.approx({"b": 0.04, "d": 0.06, "a": 0.06, "c": 0.5})
+    assert holm_adjust({"x": 0.4, "y": 0.6}) == pytest.approx({"x": 0.8, "y": 0.8})  # capped monotone
+    assert holm_adjust({"z": 0.7, "w": 0.9}) == pytest.approx({"z": 1.0, "w": 1.0})  # capped at 1
+    assert holm_adjust({}) == {}
+
+
+def test_compare_gives_per_task_rows_holm_adjusted_p_and_leaves_overall_primary(tmp_path, capsys):
+    cells = [f"libero_goal-t{t:02d}-s{i:02d}" for t in (0, 1) for i in range(10)]
+    a = {c: False for c in cells}
+    b = {c: c.startswith("libero_goal-t00") or c.endswith(("s00", "s01")) for c in cells}  # t00: 10 of 10, t01: 2
+    run_a = write_run(tmp_path / "a", full_protocol(), _outcomes(a), policy="zero")
+    run_b = write_run(tmp_path / "b", full_protocol(), _outcomes(b), policy="random")
+    assert main(["compare", str(run_a), str(run_b), "--json", str(tmp_path / "cmp.json")]) == 0
+    out = capsys.readouterr().out
+    result = json.loads((tmp_path / "cmp.json").read_text())
+    t0, t1 = result["tasks"]["libero_goal-t00"], result["tasks"]["libero_goal-t01"]
+    assert t0["mcnemar_exact_p"] == pytest.approx(2 * 0.5**10) and t1["mcnemar_exact_p"] == pytest.approx(0.5)
+    assert t0["holm_p"] == pytest.approx(2 * 2 * 0.5**10) and t1["holm_p"] == pytest.approx(0.5)
+    suite = result["suites"]["libero_goal"]
+    assert suite["holm_p"] == pytest.approx(suite["mcnemar_exact_p"])  # a family of one
+    assert "holm_p" not in result["overall"] and "Holm" in result["method"]["multiplicity"]
+    task = next(line for line in out.splitlines() if line.startswith("libero_goal-t00"))
+    assert f"{4 * 0.5**10:.4f}" in task.split()
+    overall = next(line for line in out.splitlines() if line.startswith("overall"))
+    assert overall.split()[-2] == "-" and "Holm p" in out

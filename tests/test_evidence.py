@@ -273,3 +273,18 @@ def test_merge_links_the_records_it_read_and_summarizes_them_as_a_report_would(t
     assert merged["overall"]["selected"] == 12 and merged["unreadable_records"] == fresh["unreadable_records"] == []
     linked = RunDir(out).record_path("libero_spatial-t00-s01")
     assert linked.stat().st_ino == old.stat().st_ino and json.loads(linked.read_text())["schema_version"] == 1
+
+
+def test_chart_is_reused_when_its_rates_are_unchanged_and_redrawn_when_they_change() -> None:
+    from pytest_libero.results.summary import success_chart_png
+
+    stat = {"rate": 0.5, "ci95": [0.2, 0.8], "trials": 4}
+    summary = {"suites": {"libero_10": {"success_rate_errors_excluded": dict(stat)}},
+               "overall": {"success_rate_errors_excluded": dict(stat)}}
+    first = success_chart_png(summary)
+    assert first.startswith(b"\x89PNG")
+    assert success_chart_png(summary, first) is first
+    summary["overall"]["success_rate_errors_excluded"]["rate"] = 0.75
+    redrawn = success_chart_png(summary, first)
+    assert redrawn is not first and redrawn != first and redrawn.startswith(b"\x89PNG")
+    assert success_chart_png(summary, b"\x89PNG not ours") != b"\x89PNG not ours"

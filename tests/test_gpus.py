@@ -189,3 +189,17 @@ def test_xdist_workers_on_two_faked_gpus_record_their_gpu(pytester):
         gpu = record["compute"]["gpu"]
         assert gpu["id"] == str(int(record["worker"][2:]) % 2)  # gw0 -> GPU 0, gw1 -> GPU 1
         assert gpu["index"] == int(gpu["id"]) and record["compute"]["rendering_backend"] == "egl"
+
+
+def test_a_run_without_xdist_is_main_whatever_its_environment_says(pytester, monkeypatch):
+    # A LIBERO run started from some other suite's xdist worker inherits that worker's variables;
+    # its own worker name comes from xdist's config (workerinput), which it has none of.
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "8")
+    pytester.makepyfile(fakes=FAKES)
+    pytester.makeconftest(CONFTEST)
+    result = pytester.runpytest("--libero-scope", "development", "--libero-task-ids", "0", "--libero-budget",
+                                "decisions", "--libero-max-policy-calls", "1", "--libero-video", "none")
+    result.assert_outcomes(failed=1)
+    (run_dir,) = run_dirs(pytester.path / "reports")
+    assert {r["worker"] for r in records(run_dir).values()} == {"main"}

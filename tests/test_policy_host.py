@@ -147,6 +147,73 @@ def test_pending_requests_of_several_workers_are_batched_and_keep_per_episode_st
     assert max(batches) > 1, batches  # four workers waiting together were answered together
 
 
+def test_two_workers_started_out_of_step_fall_into_step(start_host):
+    # The policy is the costlier side (0.5 s a call against 0.03 s of "simulation" per request) and
+    # worker 1 starts while worker 0's first request is on the device. Counted from a request's
+    # arrival, the wait window of worker 1's request is over when the device frees, so each
+    # request went alone and the two stayed in anti-phase (batch sizes 1, 1, 1, ...). Counted from
+    # the moment the device frees, worker 0's next request (0.03 s later) joins it, and from then on
+    # both are answered together.
+    host = start_host("Batched", max_batch=2, max_wait_ms=300.0, compute_s=0.5)
+    sent = threading.Event()
+
+    def worker(i):
+        if i == 1:
+            assert sent.wait(30)
+            time.sleep(0.1)  # into worker 0's first call: about a fifth of a cycle
+        policy = HostPolicy(host.address, timeout_s=30, worker=f"gw{i}")
+        policy.reset(f"task {i}")
+        for _ in range(5):
+            sent.set()
+            policy.act(f"task {i}")
+            time.sleep(0.03)  # the simulator
+        policy.episode_over()
+        policy.close()
+
+    in_threads(2, worker)
+    sizes = host.stats()["recent"]
+    assert sizes[0] == 1, sizes  # the offset start: worker 0's first request was alone on the device
+    assert sizes[1:-1] == [2] * 4, sizes  # then every request went in a batch of two
+    assert sizes[-1] == 1 and sum(sizes) == 10, sizes  # worker 1's last, worker 0 being done
+
+
+def test_a_finished_or_disconnected_worker_is_not_waited_for(start_host):
+    # A window of 60 s: a batch that waited for a worker with nothing more to ask would hold this
+    # test for a minute, and the host would count the wait as having run out ("window").
+    host = start_host("Batched", max_batch=8, max_wait_ms=60_000.0)
+    done, gone, going = (HostPolicy(host.address, timeout_s=120, worker=f"gw{i}") for i in range(3))
+    for policy in (done, gone, going):
+        policy.reset("x")
+    barrier = threading.Barrier(3)
+
+    def worker(i):
+        policy = (done, gone, going)[i]
+        barrier.wait()
+        policy.act("x")  # one batch of three: every active episode had a request pending
+        if i == 0:
+            policy.episode_over()  # its episode is over; its worker stays connected
+        elif i == 1:
+            policy.close()  # its worker went away mid-episode
+
+    in_threads(3, worker)
+    time.sleep(0.2)  # the host has read the end and the disconnect
+    tick = time.monotonic()
+    for _ in range(3):
+        going.act("x")  # the only active episode: never waits
+    assert time.monotonic() - tick < 30  # not the 60 s window (a generous bound: no timing claim)
+    stats = host.stats()
+    assert stats["recent"] == [3, 1, 1, 1], stats
+    assert "window" not in stats["waits"], stats  # no batch waited until its window ran out
+    done.reset("y")  # a new episode of the finished worker: active again, so waited for
+    late = threading.Thread(target=lambda: (time.sleep(0.3), done.act("y")))
+    late.start()
+    going.act("y")
+    late.join(30)
+    assert host.stats()["recent"][-1] == 2
+    done.close()
+    going.close()
+
+
 def test_a_plain_policy_is_built_once_and_keeps_state_per_episode(start_host):
     host = start_host("Plain")
     barrier = threading.Barrier(3)

@@ -121,6 +121,20 @@ def analyse(paired: Paired) -> dict[str, Any]:
             "mcnemar_exact_p": p_value, "verdict": verdict(paired, p_value)}
 
 
+def holm_adjust(p_values: Mapping[str, float]) -> dict[str, float]:
+    """Holm's step-down adjusted p-values of a family of tests (Holm, Scandinavian Journal of
+    Statistics 6:65-70, 1979): sorted ascending, the i-th of m (from 0) is max over j <= i of
+    min(1, (m - j) p_(j)). Rejecting where the adjusted p < alpha keeps the chance of any false
+    rejection in the family at most alpha, whatever the dependence between the tests."""
+    ordered = sorted(p_values.items(), key=lambda item: item[1])
+    m, running, adjusted = len(ordered), 0.0, {}
+    for j, (name, p_value) in enumerate(ordered):
+        # The running maximum keeps the adjusted values in the order of the raw ones.
+        running = max(running, min(1.0, (m - j) * p_value))
+        adjusted[name] = running
+    return adjusted
+
+
 def rate_text(stat: Mapping[str, Any]) -> str:
     """A Wilson rate as text: `62.5% [30.6, 86.3] (n=8)`; '-' without trials."""
     if stat["rate"] is None:

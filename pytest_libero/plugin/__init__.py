@@ -294,7 +294,7 @@ def _build_policy(config: pytest.Config, run: LiberoRun) -> Any:
         if run.isolation == "process":
             from pytest_libero.runtime.isolation import ProcessPolicy
 
-            policy = ProcessPolicy(spec, timeout_s=run.policy_timeout_s)
+            policy = ProcessPolicy(spec, timeout_s=run.policy_timeout_s, python=run.policy_python)
         elif run.isolation == "host":
             from pytest_libero.plugin import policy_host
             from pytest_libero.plugin.gpus import pinned
@@ -324,7 +324,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     spec = run.policy
     _add_policy_paths(run)
     try:
-        dry_check(spec)
+        if run.policy_python is not None:  # the factory loads in the policy's interpreter, not this one
+            from pytest_libero.runtime.isolation import check_in
+
+            check_in(run.policy_python, spec, _policy_paths(run))
+        else:
+            dry_check(spec)
         if run.isolation == "host" and not config.option.collectonly:
             from pytest_libero.plugin import policy_host
 
@@ -435,6 +440,7 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     from pytest_libero.core.rollout import run_episode
     from pytest_libero.plugin.episode_files import EpisodeFiles
     from pytest_libero.plugin.gpus import record_fields
+    from pytest_libero.plugin.worker import worker_name
 
     if libero_cell.id in request.config.stash.get(RESUMED_KEY, frozenset()):
         return _resumed_episode(request, libero_cell)
@@ -457,7 +463,7 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
         # Run again: the earlier attempt's record and video move to attempts/ (kept, not overwritten).
         keep_attempt(request.config.stash[RUN_DIR_KEY].path, libero_cell.id)
     files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
-                         worker=os.environ.get("PYTEST_XDIST_WORKER", "main"), started=time.time(),
+                         worker=worker_name(request.config), started=time.time(),
                          compute=record_fields(request.config))
     # The benchmark may refuse a cell (a LIBERO-plus variant whose asset files are missing): it is
     # never run, and recorded unattempted with the reason.
@@ -474,6 +480,9 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
     host_timing = getattr(libero_policy, "episode_timing", None)  # the policy host's queue wait, batch sizes
     if callable(host_timing):
         result.timing.update(host_timing())
+    episode_over = getattr(libero_policy, "episode_over", None)  # the policy host stops waiting for this worker
+    if callable(episode_over):
+        episode_over()
     result.warnings.extend(libero_source_check)
     from pytest_libero.plugin.install_check import STOP_FIELD, check_episode
 

@@ -105,6 +105,10 @@ def addoptions(parser: pytest.Parser) -> None:
                          "(--libero-policy-timeout), so a crashing or hanging policy ends one episode; "
                          "host: one policy process per GPU, built once, serving every worker of that GPU "
                          "and batching their requests (docs/policy-host.md)")
+    group.addoption("--libero-policy-python", dest="libero_policy_python", default=None, metavar="PATH",
+                    help="With --libero-policy-isolation process or host: run the policy's process with this "
+                         "Python (the policy's own venv, e.g. /path/venv/bin/python: 3.10+, numpy 1.24+ or 2.x); "
+                         "it gets this suite's own modules only (docs/own-python.md)")
     group.addoption("--libero-policy-timeout", dest="libero_policy_timeout", type=float, default=300.0,
                     metavar="SECONDS", help="Deadline per policy call under --libero-policy-isolation process "
                                             "or host (default 300)")
@@ -239,6 +243,7 @@ class LiberoRun:
     video_rate: str = "delivered"
     reuse_env: bool = True
     isolation: str = "none"
+    policy_python: Any = None  # --libero-policy-python, checked (runtime.interpreter.PolicyPython); None: this one
     policy_timeout_s: float = 300.0
     gpus: str | None = None  # --libero-gpus as given
     episode_timeout_s: float | None = None  # None: default_episode_timeout_s(cap) per cell
@@ -296,9 +301,12 @@ def build_run(config: pytest.Config) -> LiberoRun:
     timeout = opt("libero_service_timeout")
     if not timeout > 0:
         raise pytest.UsageError(f"--libero-service-timeout {timeout}: must be a positive number of seconds")
+    policy_python = _policy_python(config)
     with usage_errors():
         spec = PolicySpec(opt("libero_policy") or "zero", parse_policy_kwargs(opt("libero_policy_kwargs")))
-        check_spec(spec, extra_names=hook_names(config), other_makers=has_policy_makers(config))
+        # A name only the policy's own interpreter provides (its entry points) is checked there.
+        check_spec(spec, extra_names=hook_names(config),
+                   other_makers=has_policy_makers(config) or policy_python is not None)
     policy_timeout = opt("libero_policy_timeout")
     if not policy_timeout > 0:
         raise pytest.UsageError(f"--libero-policy-timeout {policy_timeout}: must be a positive number of seconds")
@@ -328,11 +336,27 @@ def build_run(config: pytest.Config) -> LiberoRun:
                      allow_source_mismatch=opt("libero_allow_source_mismatch"), service_timeout_s=timeout,
                      output_root=opt("libero_output"), video=opt("libero_video"),
                      video_rate=opt("libero_video_rate"), reuse_env=opt("libero_env_reuse") == "on",
-                     isolation=opt("libero_policy_isolation"), policy_timeout_s=policy_timeout,
+                     isolation=opt("libero_policy_isolation"), policy_python=policy_python,
+                     policy_timeout_s=policy_timeout,
                      gpus=opt("libero_gpus"), episode_timeout_s=episode_timeout, resume=opt("libero_resume"),
                      resume_keep_errors=keep_errors, shard=shard, all_cells=cells,
                      adapter=adapter, context=selection.context, run_fields=selection.run_fields,
                      comparison=comparison, require_reference=opt("libero_require_reference"))
+
+
+def _policy_python(config: pytest.Config) -> Any:
+    """--libero-policy-python, checked (it runs: a Python new enough, with a numpy the wire supports)."""
+    path = config.getoption("libero_policy_python")
+    if path is None:
+        return None
+    isolation = config.getoption("libero_policy_isolation")
+    if isolation == "none":
+        raise pytest.UsageError(f"--libero-policy-python {path}: the policy runs in this process under "
+                                "--libero-policy-isolation none; add --libero-policy-isolation process (or host)")
+    from pytest_libero.runtime.interpreter import probe
+
+    with usage_errors():
+        return probe(path)
 
 
 def _select(config: pytest.Config, adapter: BenchmarkAdapter) -> Selection:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pytest_libero.plugin.worker import worker_name
 from pytest_libero.runtime.host import HostPolicy, HostSettings, PolicyHost, host_folder, host_name
 
 HOSTS_KEY = pytest.StashKey[dict[str, PolicyHost]]()  # host name -> the controller's PolicyHost
@@ -47,7 +48,8 @@ def start_hosts(config: pytest.Config, run: Any, gpus: list[dict[str, Any] | Non
     hosts: dict[str, PolicyHost] = {}
     config.stash[HOSTS_KEY] = hosts
     for gpu in gpus:
-        host = PolicyHost(run.policy, settings(config, run.policy_timeout_s), folder, host_name(gpu), gpu, paths)
+        host = PolicyHost(run.policy, settings(config, run.policy_timeout_s), folder, host_name(gpu), gpu, paths,
+                          python=run.policy_python)
         hosts[host_name(gpu)] = host
         host.start()
 
@@ -95,7 +97,7 @@ def client(config: pytest.Config, run: Any, paths: tuple[str, ...], gpu: dict[st
     """This process's policy: a client of its GPU's host (an xdist worker's from workerinput; a
     single process, pinned to `gpu`, starts its host first)."""
     workerinput = getattr(config, "workerinput", None)
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    worker = worker_name(config)
     if workerinput is not None:
         address = workerinput["libero_policy_host"]
     else:

@@ -16,7 +16,10 @@ apart. Per task, per suite and overall:
   underpowered: too few discordant pairs for the exact test to reach p < alpha even if every one
   of them favoured the same run (at alpha 0.05 that takes at least 6).
 
-Per-task verdicts are not corrected for multiple comparisons; the overall row is the primary one.
+Many rows, many chances: each per-suite and per-task row also gets its Holm-adjusted p-value
+(`holm_p`, the family being that level's rows: every task, or every suite), which keeps the chance of
+any false "significant" row of the family at most alpha. The verdicts stay those of the raw p-values;
+the overall row is the primary test and is never adjusted.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pytest_libero.errors import LiberoError
 from pytest_libero.core.protocol import setting_differences
 from pytest_libero.core.benchmark import BenchmarkAdapter
 from pytest_libero.core.outcomes import COMPLETED, Outcome
-from pytest_libero.core.statistics import ALPHA, Paired, analyse, min_discordant_for_significance
+from pytest_libero.core.statistics import ALPHA, Paired, analyse, holm_adjust, min_discordant_for_significance
 
 
 class CompareError(LiberoError):
@@ -115,13 +118,24 @@ def compare(run_a: Path, run_b: Path,
                    "ci95": "Newcombe (1998) method 10, score interval for paired proportions",
                    "test": "McNemar's exact test (two-sided binomial test of discordant pairs, scipy)",
                    "alpha": ALPHA, "min_discordant_for_significance": min_discordant_for_significance(),
-                   "multiplicity": "per-task and per-suite verdicts are uncorrected"},
+                   "multiplicity": MULTIPLICITY},
         "overall": table(common),
-        "suites": {s: table(cells) for s, cells in suites.items()},
-        "tasks": {t: table(cells) for t, cells in tasks.items()},
+        "suites": with_holm({s: table(cells) for s, cells in suites.items()}),
+        "tasks": with_holm({t: table(cells) for t, cells in tasks.items()}),
         "unpaired_cells": unpaired,
         "analysis": "fixed-n",
     }
+
+
+MULTIPLICITY = ("per-task and per-suite verdicts use the raw McNemar p; holm_p is Holm's step-down adjusted p "
+                "within each level (all tasks; all suites); the overall row is the primary test, unadjusted")
+
+
+def with_holm(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`rows` (one level's rows: every task, or every suite) with each row's Holm-adjusted p-value
+    `holm_p` over that family; a row without a test (no common cells) gets none."""
+    adjusted = holm_adjust({name: row["mcnemar_exact_p"] for name, row in rows.items() if "mcnemar_exact_p" in row})
+    return {name: dict(row, holm_p=adjusted[name]) if name in adjusted else row for name, row in rows.items()}
 
 
 def protocol_differences(protocol_a: Mapping[str, Any], protocol_b: Mapping[str, Any], label_a: str,
@@ -178,7 +192,7 @@ def render(result: dict[str, Any]) -> str:
     if result.get("analysis") == "sequential":
         return render_sequential(result)
     head = (f"{'group':<26}{'pairs':>6}{'A %':>7}{'B %':>7}{'B-A pp':>7}  {'95% CI pp':<18}{'A only':>7}"
-            f"{'B only':>7}{'McNemar p':>11}  verdict (B vs A)")
+            f"{'B only':>7}{'McNemar p':>11}{'Holm p':>9}  verdict (B vs A)")
     lines = [f"RUN_A {result['run_a']} (policy {_policy(result.get('policy_a'))})",
              f"RUN_B {result['run_b']} (policy {_policy(result.get('policy_b'))})",
              "A %, B %: success rates; B-A pp: their difference in percentage points, with Newcombe's 95% CI",
@@ -191,7 +205,7 @@ def render(result: dict[str, Any]) -> str:
         rates = f"{100 * r['rate_a']:>6.1f}%{100 * r['rate_b']:>6.1f}%"
         return (f"{name:<26}{r['pairs']:>6}{rates}{_pct(r['difference']):>7}"
                 f"  [{100 * low:+.1f}, {100 * high:+.1f}]".ljust(20) + f"{r['only_a']:>7}{r['only_b']:>7}"
-                f"{r['mcnemar_exact_p']:>11.4f}  {r['verdict']}")
+                f"{r['mcnemar_exact_p']:>11.4f}{_holm(r):>9}  {r['verdict']}")
 
     for name, r in result["tasks"].items():
         lines.append(row(name, r))
@@ -202,8 +216,14 @@ def render(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"verdicts: better/worse when McNemar's exact p < {result['method']['alpha']}; underpowered when "
                  f"fewer than {result['method']['min_discordant_for_significance']} discordant pairs (the exact "
-                 "test cannot reach significance); per-task verdicts are uncorrected for multiple comparisons")
+                 "test cannot reach significance); verdicts use the raw p. Holm p: Holm's step-down adjustment within "
+                 "each level (all tasks; all suites), for many rows at once; the overall row is the primary "
+                 "test, unadjusted ('-')")
     return "\n".join(lines)
+
+
+def _holm(row: dict[str, Any]) -> str:
+    return f"{row['holm_p']:.4f}" if "holm_p" in row else "-"
 
 
 def render_sequential(result: dict[str, Any]) -> str:

@@ -7,7 +7,9 @@ The client side (`Channel`) sends one request and waits for its reply up to a ti
 wrong is one of three exceptions, so each caller words its own message: `NoReply` (nothing came
 in time), `PeerDied` (the pipe closed; the child's exit code when it has one) and `RemoteError`
 (the handler raised). The server side (`serve`) answers every request with `handle(op, payload)`
-until `close` or until the pipe closes. Payloads and values are pickled by the Connection.
+until `close` or until the pipe closes. Payloads and values are pickled by the Connection; a
+`portable` channel (the policy's, which may run another numpy: runtime.wire) pickles numpy
+arrays as raw bytes instead.
 
 A child is a fresh interpreter (not fork): nothing of the parent's heap exists in it, and the
 caller needs no `if __name__ == "__main__"` guard. The child module is run as `python -m MODULE FD`
@@ -27,6 +29,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from pytest_libero.core.benchmark import SERVICE_PYTHON_ENV
+from pytest_libero.runtime import wire
+from pytest_libero.runtime.interpreter import PolicyPython
 
 # How long a peer whose pipe closed gets to exit before its exit code is given up as unknown.
 EXIT_WAIT_S = 10.0
@@ -67,21 +71,28 @@ class RemoteError(ChannelError):
 class Channel:
     """The parent's end of a request/reply pipe, and the child process behind it (None: a thread)."""
 
-    def __init__(self, conn: Connection, process: subprocess.Popen[bytes] | None = None) -> None:
-        self.conn, self.process = conn, process
+    def __init__(self, conn: Connection, process: subprocess.Popen[bytes] | None = None,
+                 portable: bool = False) -> None:
+        self.conn, self.process, self.portable = conn, process, portable
 
     @classmethod
-    def spawn(cls, module: str, env: dict[str, str] | None = None) -> Channel:
+    def spawn(cls, module: str, env: dict[str, str] | None = None, python: PolicyPython | None = None,
+              portable: bool = False) -> Channel:
         """Start `python -m module FD` and return its channel.
 
-        The interpreter is this one unless `env` names another (SERVICE_PYTHON_ENV)."""
+        The interpreter is this one unless `env` names another (SERVICE_PYTHON_ENV), or `python`
+        (the policy's own: its bootstrap gives it this suite's packages; always portable)."""
         parent, child = socket.socketpair()
-        python = (env or {}).get(SERVICE_PYTHON_ENV) or sys.executable
         with child:
-            process = subprocess.Popen([python, "-m", module, str(child.fileno())],
-                                       pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
-                                       env=dict(os.environ, **env) if env else None)
-        return cls(Connection(parent.detach()), process)
+            fd = child.fileno()
+            full_env: dict[str, str] | None
+            if python is not None:
+                argv, full_env = python.argv(module, fd), python.environ(env)
+            else:
+                argv = [(env or {}).get(SERVICE_PYTHON_ENV) or sys.executable, "-m", module, str(fd)]
+                full_env = dict(os.environ, **env) if env else None
+            process = subprocess.Popen(argv, pass_fds=(fd,), stdin=subprocess.DEVNULL, env=full_env)
+        return cls(Connection(parent.detach()), process, portable=portable or python is not None)
 
     @property
     def pid(self) -> int | None:
@@ -98,10 +109,13 @@ class Channel:
         NoReply or PeerDied the pipe is out of step and the channel should be stopped.
         """
         try:
-            self.conn.send((op, payload))
+            if self.portable:
+                wire.send(self.conn, (op, payload))
+            else:
+                self.conn.send((op, payload))
             if timeout_s is not None and not self.conn.poll(timeout_s):
                 raise NoReply(op, timeout_s)
-            reply = self.conn.recv()
+            reply = wire.recv(self.conn) if self.portable else self.conn.recv()
         except (EOFError, OSError) as exc:
             raise PeerDied(op, self._exit_code(), type(exc).__name__) from exc
         if reply[0] == "error":
@@ -140,21 +154,24 @@ def error_reply(exc: BaseException) -> tuple[str, str, str, str]:
     return ("error", type(exc).__name__, str(exc), traceback.format_exc())
 
 
-def serve(conn: Any, handle: Callable[[str, Any], Any]) -> None:
+def serve(conn: Any, handle: Callable[[str, Any], Any], portable: bool = False) -> None:
     """Answer each request with `handle(op, payload)` (ok, or error as data) until `close` or EOF.
 
     `close` is answered like any request (its handler releases what it holds) and then ends the
-    loop, whether the handler returned or raised.
+    loop, whether the handler returned or raised. `portable`: the peer speaks runtime.wire.
     """
     while True:
         try:
-            op, payload = conn.recv()
+            op, payload = wire.recv(conn) if portable else conn.recv()
         except (EOFError, OSError):
             return
         try:
             reply: tuple[Any, ...] = ("ok", handle(op, payload))
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller as data
             reply = error_reply(exc)
-        conn.send(reply)
+        if portable:
+            wire.send(conn, reply)
+        else:
+            conn.send(reply)
         if op == "close":
             return

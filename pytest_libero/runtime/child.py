@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_libero.runtime.channel import Channel, NoReply, PeerDied, RemoteError
+from pytest_libero.runtime.interpreter import PolicyPython
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +43,15 @@ class Child:
 
     `on_start(child)` runs after each start, before the request that needed it (the isolated
     policy builds its adapter there); what it raises goes to that request's caller, and the child
-    is discarded.
+    is discarded. `python`: another interpreter to run it in; `portable`: the child speaks
+    runtime.wire (the policy's children do, whichever interpreter runs them).
     """
 
     def __init__(self, module: str, faults: Faults, env: dict[str, str] | None = None,
-                 on_start: Callable[[Child], None] | None = None) -> None:
+                 on_start: Callable[[Child], None] | None = None, python: PolicyPython | None = None,
+                 portable: bool = False) -> None:
         self.module, self.faults, self.on_start = module, faults, on_start
+        self.python, self.portable = python, portable
         self.env = dict(env or {})
         # time.monotonic() by which the current episode must end (set by the engine); None: no limit.
         self.deadline: float | None = None
@@ -69,7 +73,7 @@ class Child:
         if self._channel is not None:
             self.restarts += 1
         self.discard()
-        self._channel = Channel.spawn(self.module, self.env)
+        self._channel = Channel.spawn(self.module, self.env, self.python, self.portable)
         if self.on_start is not None:
             try:
                 self.on_start(self)

@@ -11,6 +11,8 @@
                  in-flight episodes end as policy_error; the next episode connects to the rebuilt
                  host). Per episode it adds up what the record's timing says of the host: the time
                  its requests waited in the batch queue and the batch sizes they were answered in.
+                 After each episode it tells the host the episode is over (`episode_over`), so
+                 that the host's batches stop waiting for this worker's next request.
 
 The host's own logic (batching, per-episode state, the device thread) is
 pytest_libero.runtime.host_server. docs/policy-host.md says what batching costs and buys.
@@ -28,7 +30,9 @@ from typing import Any
 
 from pytest_libero.core.policy import PolicySpec
 from pytest_libero.errors import PolicyFault, PolicyLoadError
+from pytest_libero.runtime import wire
 from pytest_libero.runtime.channel import Channel, ChannelError, RemoteError
+from pytest_libero.runtime.interpreter import PolicyPython
 
 # Consecutive failed rebuilds after which the watcher stops (every later episode is a policy fault).
 MAX_REBUILDS = 3
@@ -60,8 +64,9 @@ class PolicyHost:
     """One host process (one GPU, or the CPU) seen from the controller: built, watched, rebuilt."""
 
     def __init__(self, spec: PolicySpec, settings: HostSettings, folder: str, name: str,
-                 gpu: dict[str, Any] | None = None, paths: tuple[str, ...] = ()) -> None:
-        self.spec, self.settings, self.gpu, self.paths = spec, settings, gpu, paths
+                 gpu: dict[str, Any] | None = None, paths: tuple[str, ...] = (),
+                 python: PolicyPython | None = None) -> None:
+        self.spec, self.settings, self.gpu, self.paths, self.python = spec, settings, gpu, paths, python
         self.path = os.path.join(folder, f"{name}.sock")
         self.authkey = os.urandom(16).hex()
         self.profile: dict[str, Any] = {}
@@ -90,7 +95,7 @@ class PolicyHost:
 
     def _spawn(self) -> None:
         env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": self.gpu["id"]} if self.gpu else {}
-        channel = Channel.spawn("pytest_libero.runtime.host_server", env)
+        channel = Channel.spawn("pytest_libero.runtime.host_server", env, self.python, portable=True)
         settings = {"name": self.spec.name, "kwargs": self.spec.kwargs, "cwd": os.getcwd(), "path": self.path,
                     "authkey": self.authkey, "max_batch": self.settings.max_batch,
                     "max_wait_ms": self.settings.max_wait_ms, "call_timeout_s": self.settings.call_timeout_s,
@@ -99,7 +104,9 @@ class PolicyHost:
             profile = channel.request("build", settings, self.settings.build_timeout_s)
         except RemoteError as exc:
             channel.stop()
-            raise PolicyLoadError(f"the policy host could not build it: {exc.type_name}: {exc.message}") from None
+            text = f"{exc.type_name}: {exc.message}"
+            text = text if self.python is None else self.python.install_hint(text)
+            raise PolicyLoadError(f"the policy host could not build it: {text}") from None
         except ChannelError as exc:
             channel.stop()
             raise PolicyLoadError(f"the policy host did not build it: {exc}") from None
@@ -199,7 +206,7 @@ class HostPolicy:
             if time.monotonic() >= until:
                 raise HostPolicyError(f"cannot reach the policy host at {self.path}: {type(last).__name__}: {last}")
             time.sleep(0.05)
-        conn.send(("hello", self.worker))
+        wire.send(conn, ("hello", self.worker))
         reply = self._receive(conn, "hello", max(0.0, until - time.monotonic()) + 30.0, False)
         self.profile.update(reply[1] if isinstance(reply[1], dict) else {})
         self._conn = conn
@@ -218,7 +225,7 @@ class HostPolicy:
                 why = ("the episode deadline (--libero-episode-timeout) passed inside" if by_deadline
                        else f"no answer within {timeout:g} s (--libero-policy-timeout) to")
                 raise HostPolicyError(f"{why} policy {op} in the policy host")
-            reply: tuple[Any, ...] = conn.recv()
+            reply: tuple[Any, ...] = wire.recv(conn)
         except (EOFError, OSError) as exc:
             conn.close()
             self._conn = None
@@ -234,7 +241,7 @@ class HostPolicy:
         conn = self._connect(time.monotonic() + timeout)
         timeout, by_deadline = self._limit(op)
         try:
-            conn.send((op, payload))
+            wire.send(conn, (op, payload))
         except (OSError, ValueError):
             self._discard()
             raise HostPolicyError(f"the policy host died before {op}; it is rebuilt for the next episode") from None
@@ -251,6 +258,17 @@ class HostPolicy:
         self._episode["compute_s"] += compute_s
         self._episode["sizes"].append(size)
         return answer
+
+    def episode_over(self) -> None:
+        """Tell the host this episode asks nothing more, so that its batches stop waiting for it
+        (called after the episode; no reply; nothing to do when the connection is gone)."""
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            wire.send(conn, ("end", None))
+        except (OSError, ValueError):
+            self._discard()  # the host died: the next episode reconnects
 
     def episode_timing(self) -> dict[str, float]:
         """The record's timing of the host for this episode: queue wait (s, charged to the policy),

@@ -9,13 +9,23 @@ connection per worker, one request at a time on it):
     ("hello", worker name)   -> ("ok", profile)
     ("reset", language)      -> ("ok", None)                 a new episode on this connection
     ("act", observation)     -> ("ok", answer, queue_s, compute_s, batch_size)
+    ("end", None)            -> no reply                     the episode is over: not waited for
     any failure of the call  -> ("error", exception type name, message, traceback text)
 
 One thread (the device thread) makes every policy call, so the policy is never called
 concurrently. A policy with `act_batch` (core.policy.BatchedPolicy) gets up to `max_batch`
-pending `act` requests at once, the first of them having waited at most `max_wait_ms` for the
-others (it stops waiting as soon as every connected worker has a request pending). A policy
-without it is built once too and called one request at a time; its per-episode state lives in
+pending `act` requests at once, oldest first. The batching rule (`Host._take`): the wait window
+opens when the device can serve the oldest pending request, at the later of its arrival and the
+moment the device freed, and lasts `max_wait_ms`; inside it the device waits for the requests of
+the active episodes (a connection between its `reset` and its `end` or disconnect) that have
+none pending, and stops as soon as every one of them has one pending or the batch is full. An
+active episode whose next request is not expected before the window closes (its last
+turnaround, answer to next request, says when) is not waited for. Why workers then fall into
+step from any start offset, once max-wait covers a worker's turnaround: an episode without a
+pending request when the device frees was answered by the last batch at the latest, so it asks
+again within one turnaround, inside the window, and joins; from then on they are all answered
+together. At max-wait 0 no batch waits, as before. A policy without `act_batch` is built
+once too and called one request at a time; its per-episode state lives in
 an episode copy (`episode_copy`: a shallow copy of the built object, with its list, dict, set,
 deque and bytearray attributes copied one level), made at each `reset`, so the model's weights
 are shared and what `reset` and `act` change is the episode's own. A policy call that runs
@@ -38,6 +48,7 @@ from typing import Any
 
 from pytest_libero.core.policy import BatchRequest, PolicySpec, is_batched
 from pytest_libero.errors import PolicyFault
+from pytest_libero.runtime import wire
 from pytest_libero.runtime.channel import serve
 
 # The exit code of a host whose policy call ran past its timeout (the watchdog ends it).
@@ -54,16 +65,30 @@ class _Client:
         self.first = False
         self.instance: Any = None  # a plain policy's episode copy
         self.send_lock = threading.Lock()
+        # For the batching rule (guarded by Host.cond): an episode between its reset and its end,
+        # whether it has a request in the queue, when it was last answered, and how long it took
+        # from an answer to its next request the last time (None: not known yet).
+        self.active = False
+        self.waiting = False
+        self.answered_at: float | None = None
+        self.turnaround: float | None = None
 
     def new_key(self) -> str:
         self.episodes += 1
         self.key, self.first = f"{self.name}#{self.number}/{self.episodes}", True
         return self.key
 
+    def expected_by(self, until: float) -> bool:
+        """Whether this active episode's next request may come by `until` (so it is worth waiting for):
+        unknown (no turnaround measured yet) counts as may."""
+        if self.answered_at is None or self.turnaround is None:
+            return True
+        return self.answered_at + self.turnaround <= until
+
     def send(self, reply: tuple[Any, ...]) -> None:
         with self.send_lock:
             try:
-                self.conn.send(reply)
+                wire.send(self.conn, reply)
             except (OSError, ValueError):
                 pass  # the worker went away (its deadline, its crash): nobody to answer
 
@@ -115,6 +140,9 @@ class Host:
         self.ended: list[str] = []  # episodes over, for a batched policy's end_episode
         self.busy_since: float | None = None
         self.batches: collections.Counter[int] = collections.Counter()  # batch size -> calls
+        self.recent: collections.deque[int] = collections.deque(maxlen=1000)  # the last batch sizes, in order
+        self.waits: collections.Counter[str] = collections.Counter()  # how each batch's wait ended
+        self.freed = 0.0  # when the device last finished a call (time.monotonic())
         self.numbered = 0
         self.profile: dict[str, Any] = {}  # what build returned: every worker's records carry it
 
@@ -136,7 +164,7 @@ class Host:
         try:
             while True:
                 try:
-                    op, payload = client.conn.recv()
+                    op, payload = wire.recv(client.conn)
                 except (EOFError, OSError):
                     return
                 if op == "hello":
@@ -146,8 +174,18 @@ class Host:
                 elif op == "act":
                     with self.cond:
                         pending = _Pending(client, "act", payload)
+                        if not client.first and client.answered_at is not None:
+                            # Within an episode: its simulation time and the transfers, the figure the
+                            # batching rule predicts its next request by (an episode's first request
+                            # follows its reset at once, so it says nothing about that).
+                            client.turnaround = pending.arrived - client.answered_at
                         client.first = False
+                        client.waiting = True
                         self.pending.append(pending)
+                        self.cond.notify_all()
+                elif op == "end":
+                    with self.cond:
+                        client.active = False  # no more requests in this episode: never waited for
                         self.cond.notify_all()
                 else:
                     client.send(("error", "ValueError", f"unknown request {op!r}", ""))
@@ -166,6 +204,8 @@ class Host:
             if client.key is not None and self.batched:
                 self.ended.append(client.key)
             client.new_key()
+            client.active = True
+            self.cond.notify_all()
             if self.batched:
                 client.send(("ok", None))  # no policy call: the first act starts the episode
                 return
@@ -176,6 +216,7 @@ class Host:
     def _drop(self, client: _Client) -> None:
         with self.cond:
             self.clients.discard(client)
+            client.active = False
             if self.batched and client.key is not None:
                 self.ended.append(client.key)
             # A request it left behind is still answered into the closed connection: harmless.
@@ -185,18 +226,38 @@ class Host:
     # -- the device thread ------------------------------------------------------------------------
 
     def _take(self) -> list[_Pending]:
+        """The next call's requests (the batching rule: the module docstring says it and why)."""
         with self.cond:
             while not self.pending:
                 self.cond.wait()
             if not self.batched:
                 return [self.pending.popleft()]
-            until = self.pending[0].arrived + self.max_wait_s
-            while len(self.pending) < self.max_batch and len(self.pending) < len(self.clients):
+            # The window opens when the device can serve the oldest request: counted from its
+            # arrival alone, a request that arrived while the device was busy has used its wait up
+            # by the time the device frees, and two workers stay in anti-phase for good.
+            until = max(self.freed, self.pending[0].arrived) + self.max_wait_s
+            while True:
+                if len(self.pending) >= self.max_batch:
+                    self.waits["full"] += 1
+                    break
+                if not self._awaited(until):
+                    self.waits["all"] += 1
+                    break
                 left = until - time.monotonic()
                 if left <= 0:
+                    self.waits["window"] += 1
                     break
                 self.cond.wait(left)
-            return [self.pending.popleft() for _ in range(min(self.max_batch, len(self.pending)))]
+            batch = [self.pending.popleft() for _ in range(min(self.max_batch, len(self.pending)))]
+            for pending in batch:
+                pending.client.waiting = False
+            return batch
+
+    def _awaited(self, until: float) -> bool:
+        """Whether an active episode without a pending request may still ask by `until` (under cond).
+        A finished episode (its `end` came, or its worker disconnected) is never waited for; a worker
+        that says nothing at an episode's end is waited for at most one window, until its next reset."""
+        return any(c.active and not c.waiting and c.expected_by(until) for c in self.clients)
 
     def run_device(self) -> None:
         while True:
@@ -206,8 +267,13 @@ class Host:
                 answers = self._call(batch)
             finally:
                 self.busy_since = None
-            compute = time.monotonic() - started
+            self.freed = done = time.monotonic()
+            compute = done - started
             self.batches[len(batch)] += 1
+            self.recent.append(len(batch))
+            with self.cond:
+                for pending in batch:
+                    pending.client.answered_at = done  # before the answer goes: its next request is measured from it
             for pending, answer in zip(batch, answers, strict=True):
                 if isinstance(answer, BaseException):
                     pending.client.send(_error(answer))
@@ -262,7 +328,8 @@ class Host:
                 os._exit(HUNG_EXIT)
 
     def stats(self) -> dict[str, Any]:
-        return {"batches": dict(self.batches), "clients": len(self.clients), "pid": os.getpid()}
+        return {"batches": dict(self.batches), "recent": list(self.recent), "waits": dict(self.waits),
+                "clients": len(self.clients), "pid": os.getpid()}
 
     def close(self) -> None:
         from pytest_libero.runtime.policies import close_policy
@@ -302,8 +369,10 @@ class _Control:
         policy = check_policy_object(built, spec)
         host = self.host = Host(spec, policy, int(settings["max_batch"]), settings["max_wait_ms"] / 1000.0,
                                 float(settings["call_timeout_s"]))
+        from pytest_libero.runtime.interpreter import where_it_runs
+
         host.profile = dict(profile_of(policy, spec), **adapter_file_hash(policy), batched=host.batched,
-                            max_batch=host.max_batch)
+                            max_batch=host.max_batch, interpreter=where_it_runs())
         path = settings["path"]
         if os.path.exists(path):
             os.unlink(path)  # a dead predecessor's socket
@@ -314,4 +383,4 @@ class _Control:
 
 
 if __name__ == "__main__":
-    serve(Connection(int(sys.argv[1])), _Control())
+    serve(Connection(int(sys.argv[1])), _Control(), portable=True)
