@@ -34,12 +34,11 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "munge packages; deselect with -m 'not slurm')")
     config.addinivalue_line("markers", "browser: opens the review page in headless Chromium (Debian's chromium and "
                                        "chromium-driver packages, selenium); deselect with -m 'not browser'")
-    # The tiers (area markers, the real_libero check) and the full gate's per-file budget: tests/suite_tiers.py.
-    from suite_tiers import AREAS, SuiteTiers
+    # The tiers (area markers, `fast`, the simulator refusal for tests not marked real_libero) and the
+    # full gate's per-file budget: tests/suite_tiers.py (docs/testing.md).
+    import suite_tiers
 
-    for area in AREAS:
-        config.addinivalue_line("markers", f"{area}: the tests of one area (tests/suite_tiers.py AREAS)")
-    config.pluginmanager.register(SuiteTiers(config), "suite-tiers")
+    suite_tiers.register(config)
 
 
 # The slowest files, slowest first (seconds in one process on a 2-core CPU machine, 2026-12-02). Run

@@ -1,75 +1,109 @@
-"""The suite's own tiers and budget (tests/suite_tiers.py): the simulator check fails an unmarked test
-that starts a bench service and passes a marked one; the budget names the file over its share, only
-in the full gate; the area markers select the files of one area."""
+"""The suite's own tiers and budget (tests/suite_tiers.py): a bench service started under the fast
+tier's variable refuses the simulator, and the suite fails the unmarked test that asked for it
+(even one that swallowed the error) while a real_libero test runs without it; the budget names the
+file over its share, only in the full gate; the area markers select the files of one area."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import suite_tiers
 
+from pytest_libero.benchmarks import get, service_env
+from pytest_libero.errors import EnvironmentFault
+from pytest_libero.runtime.server import NO_SIMULATOR_ENV, RefuseSimulator
+from pytest_libero.runtime.service import BenchService
+
 TESTS = Path(__file__).resolve().parent
 
-# The inner runs use a stand-in name for the service, so the outer run's own watch (which looks for
-# the real module's name) does not charge this test with the stand-in processes.
-STAND_IN = "stand-in-bench-service-for-the-tier-check"
 INNER_CONFTEST = f"""
 import sys
 sys.path.insert(0, {str(TESTS)!r})
+from pathlib import Path
 import suite_tiers
-from suite_tiers import SuiteTiers
-
-suite_tiers.SERVER_MODULE = {STAND_IN.encode()!r}
-suite_tiers.BUDGET_SHARE = 0.6
-suite_tiers.TESTS = __import__("pathlib").Path(__file__).resolve().parent / "tests"
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "real_libero: real")
-    config.pluginmanager.register(SuiteTiers(config), "suite-tiers")
+    for name in suite_tiers.SLOW_MARKERS:
+        config.addinivalue_line("markers", name + ": slow")
+    suite_tiers.register(config, tests=Path(__file__).resolve().parent / "tests", share=0.6)
 """
-STARTS_A_SERVICE = f"""
-import subprocess, sys, pytest
+STARTS_A_SERVICE = """
+import os, pytest
+from pytest_libero.benchmarks import get, service_env
+from pytest_libero.errors import EnvironmentFault
+from pytest_libero.runtime.server import NO_SIMULATOR_ENV, RefuseSimulator
+from pytest_libero.runtime.service import BenchService
 
-def start():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)", {STAND_IN!r}])
-    child.wait()
+def test_unmarked_swallows_the_refusal():
+    service = BenchService(env=service_env(get("libero"), None))
+    try:
+        with pytest.raises(EnvironmentFault):
+            service.check_sources()
+    finally:
+        service.close()
+
+def test_unmarked_imports_nothing():
+    assert os.environ[NO_SIMULATOR_ENV]
 
 @pytest.mark.real_libero
-def test_marked():
-    start()
-
-def test_unmarked():
-    start()
-
-def test_plain():
-    pass
+def test_marked_runs_without_the_variable():
+    assert NO_SIMULATOR_ENV not in os.environ
 """
+
+
+def test_a_bench_service_under_the_variable_refuses_the_simulator_and_notes_it(tmp_path, monkeypatch):
+    record = tmp_path / "record.txt"
+    monkeypatch.setenv(NO_SIMULATOR_ENV, str(record))
+    service = BenchService(env=service_env(get("libero"), None))
+    try:
+        with pytest.raises(EnvironmentFault, match=f"mujoco .*may not be imported here: {NO_SIMULATOR_ENV} is set"
+                                                   ".*mark the test real_libero"):
+            service.check_sources()
+    finally:
+        service.close()
+    assert "runtime/server.py" in record.read_text(encoding="utf-8")  # argv[0] of `python -m`
+    assert "imported mujoco" in record.read_text(encoding="utf-8")
+
+
+def test_this_unmarked_test_runs_under_the_variable_and_its_process_refuses_the_simulator(tmp_path):
+    assert os.environ[NO_SIMULATOR_ENV]
+    (suites,) = [f for f in sys.meta_path if isinstance(f, RefuseSimulator)]
+    assert suites.record == os.environ[NO_SIMULATOR_ENV]
+    own = RefuseSimulator(str(tmp_path / "own.txt"))  # not the suite's: that one would fail this test
+    assert own.find_spec("json") is None and own.find_spec("mujocoish") is None
+    with pytest.raises(ImportError, match="mujoco._structs .*may not be imported here.*mark the test real_libero"):
+        own.find_spec("mujoco._structs")
+    assert "imported mujoco._structs" in (tmp_path / "own.txt").read_text(encoding="utf-8")
 
 
 @pytest.fixture
 def inner(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest(INNER_CONFTEST)
+    (pytester.path / "tests").mkdir()
     return pytester
 
 
-def test_an_unmarked_test_that_starts_a_bench_service_fails_and_a_marked_one_passes(inner):
-    (inner.path / "tests").mkdir()
+def test_an_unmarked_test_whose_service_refused_fails_naming_the_marker_and_a_marked_one_passes(inner):
     (inner.path / "tests" / "test_services.py").write_text(STARTS_A_SERVICE)
+    outer = os.environ[NO_SIMULATOR_ENV]
     # -k: not the full gate, whose budget this one-file run would fail
-    result = inner.runpytest_subprocess("tests", "-p", "no:cacheprovider", "-k", "not nothing")
+    result = inner.runpytest("tests", "-p", "no:cacheprovider", "-k", "not zzz")
     result.assert_outcomes(passed=3, errors=1)
-    result.stdout.fnmatch_lines(["*ERROR at teardown of test_unmarked*",
-                                 "*test_unmarked started a bench service (pid *) but is not marked real_libero*"])
-    assert "test_marked started" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_unmarked_swallows_the_refusal*",
+                                 "*test_unmarked_swallows_the_refusal is not marked real_libero but tried to run "
+                                 "the simulator*",
+                                 "*pid * (*runtime/server.py *) imported mujoco*"])
+    assert "ERROR at teardown of test_unmarked_imports_nothing" not in result.stdout.str()
+    assert os.environ[NO_SIMULATOR_ENV] == outer  # the inner run's tests gave the outer value back
+    fast = inner.runpytest("tests", "-p", "no:cacheprovider", "-m", "fast", "--collect-only", "-q")
+    fast.stdout.fnmatch_lines(["*2/3 tests collected (1 deselected)*"])
 
 
 def test_the_full_gate_fails_naming_the_file_over_its_share_and_a_selection_does_not(inner):
-    (inner.path / "tests").mkdir()
     (inner.path / "tests" / "test_slow.py").write_text("import time\ndef test_slow():\n    time.sleep(1.2)\n")
     (inner.path / "tests" / "test_quick.py").write_text("def test_quick():\n    pass\n")
     result = inner.runpytest_subprocess("tests", "-p", "no:cacheprovider")
@@ -77,7 +111,7 @@ def test_the_full_gate_fails_naming_the_file_over_its_share_and_a_selection_does
     result.stdout.fnmatch_lines(["*time per test file (full gate; budget 60% of * s each)*",
                                  "*FAILED budget: tests/test_slow.py took * s, *% of the suite's * s (at most 60%)*"])
     assert "test_quick.py took" not in result.stdout.str()
-    for selection in (["tests/test_slow.py"], ["tests", "-m", "not real_libero"]):
+    for selection in (["tests/test_slow.py"], ["tests", "-m", "fast"]):
         again = inner.runpytest_subprocess(*selection, "-p", "no:cacheprovider")
         assert again.ret == pytest.ExitCode.OK, (selection, again.stdout.str())
         assert "budget" not in again.stdout.str()
@@ -103,20 +137,37 @@ def test_area_markers_select_their_files_and_every_area_has_a_file():
     assert suite_tiers.areas_of("test_contract.py") == []
 
 
-def test_the_watch_finds_a_service_below_this_process_at_any_depth():
-    # The child's command line names the service only in pieces; its child's names it whole.
-    inner_code = (f"import subprocess, sys; subprocess.run([sys.executable, '-c', 'import time; time.sleep(3)', "
-                  f"{STAND_IN!r} + '-depth'])")
-    child = subprocess.Popen([sys.executable, "-c", inner_code])
-    try:
-        watch = suite_tiers.SimulatorWatch(os.getpid(), STAND_IN.encode() + b"-depth")
-        for _ in range(40):
-            found = watch.take()
-            if found:
-                break
-            time.sleep(0.05)
-        assert found and child.pid not in found  # the grandchild, not the child
-        assert watch.take() == set()  # a live service is charged once
-    finally:
-        child.kill()
-        child.wait()
+def test_a_plain_subprocess_inherits_the_variable():
+    """Subprocess pytest runs and venvs see it (the refusal itself is the bench service's)."""
+    done = subprocess.run([sys.executable, "-c", f"import os; print(os.environ[{NO_SIMULATOR_ENV!r}])"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == os.environ[NO_SIMULATOR_ENV], done.stderr
+
+
+FAKE_INSTALL = ("mkdir -p .venv/bin && printf '#!/bin/sh\\necho pytest ran with \"$*\"\\nexit $CODE\\n' "
+                "> .venv/bin/pytest && chmod +x .venv/bin/pytest")
+
+
+@pytest.mark.parametrize(("code", "status"), [(0, 0), (1, 1), (5, 1)])
+def test_ci_run_times_its_install_and_tests_phases_split_at_the_pytest_invocation(tmp_path, code, status):
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_bytes((TESTS.parent / ".ci" / "run").read_bytes())
+    (tmp_path / "README.md").write_text(f"<!-- ci: test command -->\n```sh\n{FAKE_INSTALL} && .venv/bin/pytest "
+                                        "tests -n 2 --durations=30\n```\n")
+    done = subprocess.run(["bash", ".ci/run"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "CODE": str(code)})
+    assert done.returncode == status, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1] == f"ci: phase install: {FAKE_INSTALL}"
+    assert lines[2].startswith("ci: phase install took ") and lines[2].endswith(" s (exit status 0)")
+    assert lines[3:5] == ["ci: phase tests: .venv/bin/pytest tests -n 2 --durations=30",
+                          "pytest ran with tests -n 2 --durations=30"]
+    assert lines[5].endswith(f" s (exit status {code})") and lines[6].startswith("ci: total ")
+
+
+def test_ci_run_refuses_a_command_without_the_pytest_invocation(tmp_path):
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_bytes((TESTS.parent / ".ci" / "run").read_bytes())
+    (tmp_path / "README.md").write_text("<!-- ci: test command -->\n```sh\ntrue && pytest tests\n```\n")
+    done = subprocess.run(["bash", ".ci/run"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "has no ' && .venv/bin/pytest '" in done.stderr, done.stderr
