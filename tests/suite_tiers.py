@@ -34,7 +34,8 @@ from pytest_libero.runtime.server import NO_SIMULATOR_ENV, RefuseSimulator
 TESTS = Path(__file__).resolve().parent
 BUDGET_SHARE = 0.10
 REAL = "real_libero"
-SLOW_MARKERS = (REAL, "slurm", "browser")  # a test with none of these is `fast`
+SLOW = "slow"  # no simulator, but minutes all the same (a wheel built and installed into a fresh venv)
+SLOW_MARKERS = (REAL, "slurm", "browser", SLOW)  # a test with none of these is `fast`
 
 # Area marker -> the test files (name prefixes) that carry it.
 AREAS: dict[str, tuple[str, ...]] = {
@@ -96,6 +97,8 @@ def is_full_gate(config: pytest.Config, tests: Path = TESTS) -> bool:
 def register(config: pytest.Config, tests: Path = TESTS, share: float = BUDGET_SHARE) -> None:
     """Register the markers and the plugin (tests/conftest.py's pytest_configure); `tests` is the
     folder whose whole run is the full gate, `share` its budget per file."""
+    config.addinivalue_line("markers", f"{SLOW}: no simulator but slow setup (a wheel and its venv); not in the "
+                                       "fast tier")
     config.addinivalue_line("markers", f"fast: the fast tier: a test without {', '.join(SLOW_MARKERS)} "
                                        "(tests/suite_tiers.py; docs/testing.md)")
     for area in AREAS:

@@ -23,6 +23,10 @@ from pathlib import Path
 
 import pytest
 
+# The wheel is built from the sdist and installed into a fresh venv once per module: minutes, so not in
+# the fast tier (docs/testing.md).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 # Checkout folder -> the import path it ships under (setup.py's ROOTS).
 SHIPPED_AS = {"pytest_libero": "pytest_libero", "catalog": "pytest_libero/catalog_data",
