@@ -1,7 +1,7 @@
 """The suite's tiers and its time budget (a plugin of this test suite only, registered by conftest).
 
 Tiers (docs/testing.md). Every test carries the markers of its area (AREAS, by file name), so the
-real tests of one area run alone (`-m 'robomemarena and real_libero'`), and `fast` when it carries
+real tests of one area run alone (`-m 'memarena and real_libero'`), and `fast` when it carries
 none of SLOW_MARKERS: the fast tier is `-m fast` (README: the block after `<!-- fast tier -->`). It
 stays fast because a test without `real_libero` cannot run the simulator: for its run the variable
 pytest_libero.runtime.server.NO_SIMULATOR_ENV names a record file, so every bench service it starts
@@ -40,7 +40,9 @@ SLOW_MARKERS = (REAL, "slurm", "browser", SLOW)  # a test with none of these is 
 # Area marker -> the test files (name prefixes) that carry it.
 AREAS: dict[str, tuple[str, ...]] = {
     "libero_plus": ("test_liberoplus",),
-    "robomemarena": ("test_robomemarena",),
+    # not `robomemarena`: that is RoboMemArena's suite marker, and `-m robomemarena` makes the run a
+    # LIBERO run of that suite for the pytest_libero plugin
+    "memarena": ("test_robomemarena",),
     "policy_host": ("test_policy_host",),
     "sequential": ("test_sequential",),
     "install": ("test_install_check", "test_packaging", "test_order_independence", "test_inert"),

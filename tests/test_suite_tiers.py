@@ -118,7 +118,7 @@ def test_area_markers_select_their_files_and_every_area_has_a_file():
     files = sorted(p.name for p in TESTS.glob("test_*.py"))
     for area, prefixes in suite_tiers.AREAS.items():
         assert any(name.startswith(prefixes) for name in files), f"area {area}: no file matches {prefixes}"
-    assert suite_tiers.areas_of("test_robomemarena_real.py") == ["robomemarena"]
+    assert suite_tiers.areas_of("test_robomemarena_real.py") == ["memarena"]
     assert suite_tiers.areas_of("test_liberoplus_control.py") == ["libero_plus"]
     assert suite_tiers.areas_of("test_contract.py") == []
 
