@@ -36,6 +36,11 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "munge packages; deselect with -m 'not slurm')")
     config.addinivalue_line("markers", "browser: opens the review page in headless Chromium (Debian's chromium and "
                                        "chromium-driver packages, selenium); deselect with -m 'not browser'")
+    # The tiers (area markers, `fast`, the simulator refusal for tests not marked real_libero) and the
+    # full gate's per-file budget: tests/suite_tiers.py (docs/testing.md).
+    import suite_tiers
+
+    suite_tiers.register(config)
     start_lerobot_venv_build(config)
 
 

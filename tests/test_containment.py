@@ -40,6 +40,7 @@ def test_default_episode_timeout_is_sized_to_the_cap():
     assert default_episode_timeout_s(520) == 600 + 5 * 520
 
 
+@pytest.mark.real_libero  # a real LIBERO bench service
 def test_a_stopped_service_is_killed_at_the_episode_deadline_and_restarted():
     service = BenchService(timeout_s=600, env=service_env(get("libero"), None))
     try:

@@ -82,6 +82,7 @@ def test_libero_cells_give_the_same_records_forward_reversed_and_in_two_shards(
         assert record["seeding"]["seed"] == record["cell"]["seed"] == 20260907
 
 
+@pytest.mark.real_libero  # robosuite (MuJoCo) in this process
 def test_a_scene_that_cannot_be_placed_is_an_environment_fault_naming_the_sampler_the_same_way_each_time() -> None:
     """robosuite's own sampler, asked to place two boxes in a 1 mm square: its RandomizationError becomes
     PlacementFailed (an EnvironmentFault: the record's env_error) naming the sampler's class and name."""

@@ -23,6 +23,10 @@ from pathlib import Path
 
 import pytest
 
+# The wheel is built from the sdist and installed into a fresh venv once per module: minutes, so not in
+# the fast tier (docs/testing.md).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 # Checkout folder -> the import path it ships under (setup.py's ROOTS).
 SHIPPED_AS = {"pytest_libero": "pytest_libero", "catalog": "pytest_libero/catalog_data",
@@ -114,6 +118,7 @@ def project(tmp_path: Path, files: dict[str, str]) -> Path:
     return folder
 
 
+@pytest.mark.real_libero  # two real LIBERO episodes (tests/suite_tiers.py fails a test that starts one unmarked)
 def test_the_installed_wheel_is_what_runs_and_the_main_job_passes(venv, tmp_path):
     folder = project(tmp_path, {})
     env = user_env(venv)

@@ -164,3 +164,32 @@ def test_a_tiny_real_run_then_report_compare_and_resume_alone(tmp_path):
     words = [w for w in shlex.split(submit)[1:] if w != "..."]
     dry = python_m(tmp_path, *words[:words.index("--")], "--dry-run", *words[words.index("--"):])
     assert dry.returncode == 0 and "(130 cell(s) in 8 shard(s))" in dry.stdout, dry.stderr
+
+
+def marked_block(marker: str) -> list[str]:
+    """The lines of README.md's ```sh block right after the line `<!-- MARKER -->`."""
+    text = README.read_text(encoding="utf-8")
+    after = text.split(f"\n<!-- {marker} -->\n```sh\n", 1)
+    assert len(after) == 2, f"README.md has no ```sh block right after <!-- {marker} -->"
+    return after[1].split("\n```", 1)[0].splitlines()
+
+
+def test_the_fast_tier_block_selects_every_fast_test_and_no_real_one(request):
+    """The block runs the suite's tests with `.venv/bin/`, and its -m expression, evaluated on the
+    markers of every test this run collected, selects exactly the tests without a slow marker
+    (tests/suite_tiers.py gives those `fast`); the README names every area's marker."""
+    from _pytest.mark.expression import Expression
+    from suite_tiers import AREAS, SLOW_MARKERS
+
+    (line,) = marked_block("fast tier")
+    args = shlex.split(line)
+    assert args[:2] == [".venv/bin/pytest", "tests"] and "-m" in args, line
+    expression = Expression.compile(args[args.index("-m") + 1])
+    for item in request.session.items:  # the full gate's: every test (a -m run has only its selection)
+        names = {mark.name for mark in item.iter_markers()}
+        selected = expression.evaluate(lambda name, /, **kwargs: name in names)  # noqa: B023
+        assert selected == names.isdisjoint(SLOW_MARKERS), (item.nodeid, sorted(names))
+    for slow in SLOW_MARKERS:  # what a test carries with one of them (no `fast`), whatever this run selected
+        assert not expression.evaluate(lambda name, /, **kwargs: name in {slow, *AREAS}), slow  # noqa: B023
+    readme = README.read_text(encoding="utf-8")
+    assert all(f"`-m {area}`" in readme for area in AREAS), "README.md names every area's marker"

@@ -9,6 +9,7 @@ simulator) exists there.
 
 from __future__ import annotations
 
+import importlib.abc
 import os
 import sys
 import tempfile
@@ -19,6 +20,42 @@ from pytest_libero.core.benchmark import SERVICE_MODULE_ENV
 from pytest_libero.core.service_module import ServiceCache, ServiceEpisode, ServiceModule, conformance_problems
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.runtime.channel import serve as serve_requests
+
+# A test suite's fast tier runs no simulator. Where this names a file, MuJoCo (under every benchmark's
+# simulator: robosuite, LIBERO and the suites built on it) is not imported: its import raises, and
+# the refusal is appended to the file, so the suite can fail the test that asked for it even where
+# the test swallowed the error (this project's tests/suite_tiers.py sets it for every test not
+# marked real_libero). A bench service installs the refusal at start; a test process can too.
+NO_SIMULATOR_ENV = "PYTEST_LIBERO_NO_SIMULATOR"
+SIMULATOR_MODULE = "mujoco"
+
+
+class RefuseSimulator(importlib.abc.MetaPathFinder):
+    """A sys.meta_path finder that refuses the simulator's import, noting each refusal in `record`."""
+
+    def __init__(self, record: str) -> None:
+        self.record = record
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname.partition(".")[0] != SIMULATOR_MODULE:
+            return None
+        try:
+            with open(self.record, "a", encoding="utf-8") as stream:
+                stream.write(f"pid {os.getpid()} ({' '.join(sys.argv)}) imported {fullname}\n")
+        except OSError:
+            pass  # the import is refused all the same
+        raise ImportError(f"{fullname} (the simulator) may not be imported here: {NO_SIMULATOR_ENV} is set "
+                          f"({self.record}), as a test suite's fast tier sets it for a test that must not "
+                          f"run a simulator: mark the test real_libero (this project's tests), or unset "
+                          f"{NO_SIMULATOR_ENV}")
+
+
+def refuse_simulator_if_asked() -> None:
+    """Install RefuseSimulator when NO_SIMULATOR_ENV names a record file."""
+    record = os.environ.get(NO_SIMULATOR_ENV)
+    if record:
+        sys.meta_path.insert(0, RefuseSimulator(record))
+
 
 def load_service_module(name: str | None) -> ServiceModule:
     """The benchmark's service module `name` (SERVICE_MODULE_ENV); EnvironmentFault naming the fix."""
@@ -44,6 +81,7 @@ def load_service_module(name: str | None) -> ServiceModule:
 
 def serve(conn: Any) -> None:
     """Answer requests until `close` or until the pipe closes."""
+    refuse_simulator_if_asked()
     try:
         module = load_service_module(os.environ.get(SERVICE_MODULE_ENV))
     except EnvironmentFault as exc:
