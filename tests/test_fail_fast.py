@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from test_benchmark_seam import TOY_POLICY, TESTS, pytest_run, records, run_folder
+from test_benchmark_seam import TOY_POLICY, pytest_run, records, run_folder, toy_environment
 
 FAST = ["--libero-budget", "decisions", "--libero-max-policy-calls", "2", "--libero-video", "none"]
 TOY = ["--libero-benchmark", "toy", "--libero-toy-inits", "3", *FAST]  # 12 cells: 2 suites x 2 tasks x 3 inits
@@ -25,13 +25,7 @@ TOY = ["--libero-benchmark", "toy", "--libero-toy-inits", "3", *FAST]  # 12 cell
 def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The toy's registration and module on PYTHONPATH (as tests/test_benchmark_seam.py makes it), on
     a machine without CUDA_VISIBLE_DEVICES (so that GPUs come from nvidia-smi)."""
-    registry = tmp_path_factory.mktemp("registry")
-    dist = registry / "toy_benchmark_registration-0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-benchmark-registration\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text("[pytest_libero.benchmarks]\ntoy = toy_benchmark:ADAPTER\n")
-    paths = [str(registry), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), MUJOCO_GL="egl")  # EGL: what maps GPUs
+    env = dict(toy_environment(tmp_path_factory.mktemp("registry")), MUJOCO_GL="egl")  # EGL: what maps GPUs
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env.pop("TOY_BENCHMARK_BROKEN", None)
     return env

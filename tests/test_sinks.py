@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from test_benchmark_seam import toy_environment
+
 TESTS = Path(__file__).resolve().parent
 CELLS = ["toy_red-n1", "toy_red-n2", "toy_blue-n1", "toy_blue-n2"]
 TOY_POLICY = f"{TESTS / 'toy_benchmark.py'}:ToyPolicy"
@@ -75,15 +77,10 @@ def pytest_configure(config):
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The toy benchmark's registration (an entry point) and module on PYTHONPATH; no tracker login."""
-    registry = tmp_path_factory.mktemp("registry")
-    dist = registry / "toy_benchmark_registration-0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-benchmark-registration\nVersion: 0\n")
-    (dist / "entry_points.txt").write_text("[pytest_libero.benchmarks]\ntoy = toy_benchmark:ADAPTER\n")
-    paths = [str(registry), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "MLFLOW_"))}
+    registered = toy_environment(tmp_path_factory.mktemp("registry"))
+    clean = {k: v for k, v in registered.items() if not k.startswith(("WANDB_", "MLFLOW_"))}
     home = tmp_path_factory.mktemp("home")  # no ~/.netrc or wandb settings of the machine's user
-    return dict(clean, PYTHONPATH=os.pathsep.join(paths), HOME=str(home), WANDB_SILENT="true")
+    return dict(clean, HOME=str(home), WANDB_SILENT="true")
 
 
 def closed_port() -> int:
