@@ -19,8 +19,14 @@ records each command validates. `--full-validation` also runs every command with
 folder, on the same folders, in a subprocess) and prints the ratios. Each figure is the best of
 `--repeat` runs; absolute times drift on a shared machine (the load average is printed).
 
+`--process N` times instead what a user waits for: `python -m pytest_libero report RUN` as a whole
+process (interpreter start, imports, the report) on a fresh copy of the 2,000-episode folder, N runs,
+each run's wall and CPU seconds and the load; with `--before REV`, each run times REV's code right after
+this checkout's, on its own fresh copy, and prints the ratio (issue 35: under 2 s).
+
     python benchmarks/bench_report_scale.py
     python benchmarks/bench_report_scale.py --before main --repeat 2
+    python benchmarks/bench_report_scale.py --process 3 --before 660852a
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -232,6 +239,8 @@ def main() -> int:
     parser.add_argument("--full-validation", action="store_true", help="also run each command with validation on")
     parser.add_argument("--before", metavar="REV", help="also run the code of git revision REV and print ratios")
     parser.add_argument("--keep", type=Path, help="build (or reuse) the folders here instead of a temporary dir")
+    parser.add_argument("--process", type=int, metavar="N",
+                        help="time `python -m pytest_libero report` as a whole process, N runs, on the 2,000 folder")
     parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)  # the --before subprocess's answer
     parser.add_argument("--folders", type=Path, help=argparse.SUPPRESS)  # reuse these folders
     args = parser.parse_args()
@@ -244,6 +253,9 @@ def main() -> int:
                 build(run_dir)
                 split(run_dir, run_dir.parent / "shards")
                 print(f"built {run_dir} in {time.perf_counter() - start:.1f} s", flush=True)
+        if args.process:
+            process_runs(folders["libero full 2,000"], args.process, args.before)
+            return 0
         if args.json is not None:  # the --before subprocess: measure only
             args.json.write_text(json.dumps(measure(folders, args.repeat, False)))
             return 0
@@ -258,12 +270,59 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def exported(rev: str) -> Path:
+    """Revision `rev`'s tree in a temporary folder (the caller removes it)."""
+    code = Path(tempfile.mkdtemp(prefix="bench-report-code-"))
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+    return code
+
+
+def report_process(run_dir: Path, scratch: Path, code: Path | None) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of `python -m pytest_libero report` on a fresh copy of
+    `run_dir`, with this checkout's package or, given `code`, that tree's."""
+    copy = scratch / "copy"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(run_dir, copy)
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = str(code) + os.pathsep + env.get("PYTHONPATH", "")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pytest_libero", "report", str(copy)], check=True, env=env,
+                   cwd=code or ROOT, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def process_runs(run_dir: Path, runs: int, rev: str | None) -> None:
+    """Print N whole-process report runs (and REV's beside each)."""
+    code = exported(rev) if rev else None
+    scratch = Path(tempfile.mkdtemp(prefix="bench-report-process-"))
+    try:
+        report_process(run_dir, scratch, None)  # warm the page cache and Python's bytecode for both sides
+        if code is not None:
+            report_process(run_dir, scratch, code)
+        print(f"`python -m pytest_libero report` as a whole process, {run_dir} (2,000 records), target < 2 s")
+        for run in range(1, runs + 1):
+            load = os.getloadavg()[0]
+            wall, cpu = report_process(run_dir, scratch, None)
+            line = f"run {run}: 1-min load {load:.2f}; this checkout {wall:.2f} s wall ({cpu:.2f} s CPU)"
+            if code is not None:
+                old_wall, old_cpu = report_process(run_dir, scratch, code)
+                line += f"; {rev} {old_wall:.2f} s wall ({old_cpu:.2f} s CPU); ratio {old_wall / wall:.2f}x"
+            print(line + ("; meets" if wall < 2.0 else "; MISSES") + " the 2 s target", flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if code is not None:
+            shutil.rmtree(code, ignore_errors=True)
+
+
 def run_before(rev: str, work: Path, repeat: int) -> dict[str, Any]:
     """The figures of revision `rev`'s code, in a subprocess, on the same folders."""
-    code = Path(tempfile.mkdtemp(prefix="bench-report-code-"))
+    code = exported(rev)
     try:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
         answer = code / "answer.json"
         env = dict(os.environ, PYTHONPATH=str(code) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         # This script (the new one) drives the old package: only pytest_libero comes from `code`.

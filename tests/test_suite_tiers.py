@@ -6,6 +6,7 @@ file over its share, only in the full gate; the area markers select the files of
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,10 +148,12 @@ def test_ci_run_times_its_install_and_tests_phases_split_at_the_pytest_invocatio
     assert done.returncode == status, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[1] == f"ci: phase install: {FAKE_INSTALL}"
-    assert lines[2].startswith("ci: phase install took ") and lines[2].endswith(" s (exit status 0)")
+    assert re.fullmatch(r"ci: phase install took \d+ s \(exit status 0; CPU \d+ s user \+ \d+ s system\)", lines[2])
     assert lines[3:5] == ["ci: phase tests: .venv/bin/pytest tests -n 2 --durations=30",
                           "pytest ran with tests -n 2 --durations=30"]
-    assert lines[5].endswith(f" s (exit status {code})") and lines[6].startswith("ci: total ")
+    assert re.fullmatch(rf"ci: phase tests took \d+ s \(exit status {code}; CPU \d+ s user \+ \d+ s system\)",
+                        lines[5]), lines[5]
+    assert lines[6].startswith("ci: total ")
 
 
 def test_ci_run_refuses_a_command_without_the_pytest_invocation(tmp_path):
