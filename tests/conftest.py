@@ -10,14 +10,6 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-# Pytester's in-process runs drop the modules a run imported when it ends. Tests that import
-# LIBERO in this process load part of matplotlib (LIBERO imports matplotlib.cm); a later
-# in-process run that draws the summary chart would then import the rest of matplotlib anew
-# beside the old part, with two copies of its classes. Importing what the chart uses here, once,
-# keeps one copy.
-import matplotlib.backends.backend_agg  # noqa: E402,F401
-import matplotlib.figure  # noqa: E402,F401
-
 
 # The suite itself runs under xdist (README's test command: -n 2). Its workers' variables must not
 # reach the pytest runs the tests make (subprocesses and pytester's in-process runs), whose own

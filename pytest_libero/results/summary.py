@@ -311,14 +311,16 @@ _CHART_KEY = "pytest-libero-chart"
 
 
 def success_chart_png(summary: dict[str, Any], previous: bytes | None = None) -> bytes:
-    """Bar chart of per-suite success rates (errors excluded) with their Wilson intervals.
+    """Bar chart of per-suite success rates (errors excluded) with their Wilson intervals
+    (results/chart.py draws it).
 
     The chart's inputs are hashed into a PNG text chunk; when `previous` (the chart already in the
     run folder) carries the same hash it is returned as it is, so a rebuild whose rates did not
-    change never imports matplotlib (0.65 s of a report's process).
+    change draws nothing.
     """
     import hashlib
-    import io
+
+    from pytest_libero.results.chart import Bar, draw_png
 
     groups = [(s, g) for s, g in summary["suites"].items()] + [("overall", summary["overall"])]
     names, rates, lows, highs = [], [], [], []
@@ -333,19 +335,9 @@ def success_chart_png(summary: dict[str, Any], previous: bytes | None = None) ->
     key = hashlib.sha256(json.dumps([names, rates, lows, highs]).encode()).hexdigest()
     if previous is not None and f"{_CHART_KEY}\0{key}".encode() in previous:
         return previous
-    # The object API, not pyplot: no global figure state, no interactive backend selection.
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(max(1.6 * len(groups) + 2, 5.0), 3.2), dpi=100)
-    axis = figure.subplots()
-    axis.bar(names, rates, yerr=[lows, highs], capsize=6, color="#4c72b0")
-    axis.set_ylim(0, 100)
-    axis.set_ylabel("success rate, % (95% Wilson CI)")
-    axis.set_title("Success rate by suite (errored episodes excluded)")
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", metadata={_CHART_KEY: key})
-    return buffer.getvalue()
+    bars = [Bar(name, rate, rate - low, rate + high) for name, rate, low, high in zip(names, rates, lows, highs,
+                                                                                          strict=True)]
+    return draw_png(bars, {_CHART_KEY: key})
 
 
 def rebuild(run_dir: Path, adapter: BenchmarkAdapter,
