@@ -3,6 +3,9 @@
 `lerobot_venv(cache)` builds a virtualenv with `lerobot==0.4.4` (and the torch it pulls) from the
 package index, once: the folder is keyed by the hash of the requirement list, built under a file
 lock (two xdist workers, or two sessions, never build it at once) and reused by later sessions.
+The installer is uv (from PyPI, pinned, into the new venv by its pip): the same requirements from
+the same index as `pip install lerobot==0.4.4`, resolved to the same kind of set (`pip check`
+passes), for a fraction of pip's CPU (docs/lerobot.md has the figures).
 Nothing is downloaded from a model or dataset hub: the policies are made here, with random
 weights, no pretrained backbone and made-up normalization statistics, and saved with LeRobot's
 own `save_pretrained` (policy and processors).
@@ -26,9 +29,19 @@ REQUIREMENTS = ("lerobot==0.4.4",)
 CACHE_ROOT = Path(os.environ.get("PYTEST_LIBERO_VENV_CACHE", Path.home() / ".cache" / "pytest-libero" / "venvs"))
 # The ready mark: written last, so a build killed half-way is rebuilt, never half-used.
 READY = "requirements.json"
-# pip's options: no byte-compiling of the 12,300 modules installed (Python compiles what it imports,
-# once, on first use), no progress output in the log.
+# The byte-code mark: written after WARM ran (a venv built before it existed gets it on first use).
+WARMED = "bytecode.json"
+# pip's options: no byte-compiling (Python compiles what it imports, once, on first use), no progress
+# output in the log. pip installs only the installer.
 PIP_OPTIONS = ("--disable-pip-version-check", "--no-compile", "--progress-bar", "off")
+# The installer of the requirements. pip spends most of a build's CPU in Python: unzipping 4.3 GB of
+# wheels (torch and the CUDA libraries PyPI's Linux torch pulls even for a CPU machine) one after
+# another, copying each into place. uv unzips them in parallel, in native code, into its cache and
+# hard-links them into the venv. It reads PyPI (its default index; not pip's configuration: no extra
+# indexes, find-links or constraints) and does not byte-compile either. SSL_CERT_FILE, when set, is its
+# certificate bundle, as it is pip's.
+INSTALLER = "uv==0.13.9"
+UV_OPTIONS = ("--no-config", "--no-progress")
 # Set by tests/conftest.py on the controller when it started a background build: the build's log.
 BACKGROUND_LOG = "PYTEST_LIBERO_LEROBOT_BUILD_LOG"
 FAILED, BUILT = "lerobot venv build FAILED", "lerobot venv build done"
@@ -44,29 +57,83 @@ def _lock_path(folder: Path) -> Path:
     return folder.parent / f"{folder.name}.lock"
 
 
+def is_ready(folder: Path) -> bool:
+    """Built and its byte-code written (see WARM)."""
+    return (folder / READY).is_file() and (folder / WARMED).is_file()
+
+
+# Run in the venv once, after the install, with byte-code writing on: the modules the policy's child,
+# the policy maker and the differential test import get their .pyc files. Neither pip's --no-compile
+# nor uv writes any, and where PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it)
+# no process writes them later either: every LeRobot process then compiles the 2,900 modules that
+# `lerobot.policies.factory` pulls in (torch, torch._dynamo through torchvision.ops, datasets, pandas)
+# anew, about 20 s of CPU each time. Compiling only these, once, costs one such import.
+WARM = r'''
+import importlib, json, sys
+import torch
+from lerobot.policies.factory import get_policy_class
+get_policy_class("act")
+for name in ("lerobot.configs.policies", "lerobot.configs.types", "lerobot.policies.act.configuration_act",
+             "lerobot.policies.act.modeling_act", "lerobot.policies.act.processor_act", "lerobot.envs.configs",
+             "lerobot.envs.factory", "lerobot.envs.utils", "lerobot.processor", "safetensors.torch"):
+    importlib.import_module(name)
+print(json.dumps({"modules": len(sys.modules)}))
+'''
+
+
 def build(folder: Path, requirements: tuple[str, ...], log: IO[str]) -> bool:
     """Build the venv in `folder` (its lock held by the caller), pip's output to `log`; True when built."""
     shutil.rmtree(folder, ignore_errors=True)
     start, cpu = time.monotonic(), os.times()
     python = folder / "bin" / "python"
     steps = ([sys.executable, "-m", "venv", str(folder)],
-             [str(python), "-m", "pip", "install", *PIP_OPTIONS, *requirements])
+             [str(python), "-m", "pip", "install", *PIP_OPTIONS, INSTALLER],
+             [str(folder / "bin" / "uv"), "pip", "install", *UV_OPTIONS, "--python", str(python), *requirements])
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}  # the venv's own Python, never a downloaded one
     for step in steps:
         log.write(f"$ {' '.join(step)}\n")
         log.flush()
-        done = subprocess.run(step, stdout=log, stderr=subprocess.STDOUT, text=True)
+        done = subprocess.run(step, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
         if done.returncode != 0:
-            log.write(f"{FAILED}: exit {done.returncode} of {step[2:4]}\n")
+            log.write(f"{FAILED}: exit {done.returncode} of {' '.join(step[:4])}\n")
             log.flush()
             return False
-    end = os.times()
-    measured = {"requirements": list(requirements), "build_s": round(time.monotonic() - start, 1),
-                "build_cpu_s": round(end.children_user + end.children_system - cpu.children_user
-                                     - cpu.children_system, 1)}
+    measured = {"requirements": list(requirements), "installer": INSTALLER, **_spent(start, cpu)}
     (folder / READY).write_text(json.dumps(measured))
     log.write(f"{BUILT}: {json.dumps(measured)}\n")
     log.flush()
+    return warm(folder, log)
+
+
+def _spent(start: float, cpu: os.times_result) -> dict[str, float]:
+    end = os.times()
+    return {"build_s": round(time.monotonic() - start, 1),
+            "build_cpu_s": round(end.children_user + end.children_system - cpu.children_user - cpu.children_system, 1)}
+
+
+def warm(folder: Path, log: IO[str]) -> bool:
+    """Write the byte-code of what the tests import (WARM) in the built venv `folder`; True when done."""
+    start, cpu = time.monotonic(), os.times()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    step = [str(folder / "bin" / "python"), "-c", WARM]
+    log.write("$ python -c WARM (the byte-code of what the tests import)\n")
+    log.flush()
+    done = subprocess.run(step, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+    if done.returncode != 0:
+        log.write(f"{FAILED}: exit {done.returncode} of the byte-code step\n")
+        log.flush()
+        return False
+    measured = _spent(start, cpu)
+    (folder / WARMED).write_text(json.dumps(measured))
+    log.write(f"{BUILT} (byte-code): {json.dumps(measured)}\n")
+    log.flush()
     return True
+
+
+def build_or_warm(folder: Path, requirements: tuple[str, ...], log: IO[str]) -> bool:
+    """What `folder` lacks (its lock held by the caller): the whole build, or only its byte-code."""
+    return warm(folder, log) if (folder / READY).is_file() else build(folder, requirements, log)
 
 
 def lerobot_venv(requirements: tuple[str, ...] = REQUIREMENTS, root: Path = CACHE_ROOT) -> Path:
@@ -77,21 +144,21 @@ def lerobot_venv(requirements: tuple[str, ...] = REQUIREMENTS, root: Path = CACH
     """
     folder = venv_dir(requirements, root)
     python = folder / "bin" / "python"
-    if (folder / READY).is_file():
+    if is_ready(folder):
         return python
     folder.parent.mkdir(parents=True, exist_ok=True)
     background = os.environ.get(BACKGROUND_LOG)
     with open(_lock_path(folder), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a background build, another worker or session builds: wait
-        if (folder / READY).is_file():
+        if is_ready(folder):
             return python
         if background and Path(background).is_file():
             tail = Path(background).read_text(errors="replace")[-4000:]
             raise RuntimeError(f"the background build of the LeRobot venv {folder} failed or was stopped (log "
                                f"{background}); its log ends:\n{tail}")
         log_path = folder.parent / f"{folder.name}.log"
-        with open(log_path, "w") as log:
-            if not build(folder, requirements, log):
+        with open(log_path, "a" if (folder / READY).is_file() else "w") as log:
+            if not build_or_warm(folder, requirements, log):
                 raise RuntimeError(f"building the LeRobot venv {folder} failed (log {log_path}); it ends:\n"
                                    f"{log_path.read_text(errors='replace')[-4000:]}")
     return python
@@ -102,7 +169,7 @@ def start_background_build(requirements: tuple[str, ...] = REQUIREMENTS, root: P
     """Start building the venv in a detached process holding its lock; None when it is built, or
     already being built by another session. The caller stops it if the session ends first."""
     folder = venv_dir(requirements, root)
-    if (folder / READY).is_file():
+    if is_ready(folder):
         return None
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(_lock_path(folder), "w") as lock:
@@ -110,10 +177,10 @@ def start_background_build(requirements: tuple[str, ...] = REQUIREMENTS, root: P
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return None  # someone builds it now; the fixture waits on the lock
-        if (folder / READY).is_file():
+        if is_ready(folder):
             return None
         log_path = folder.parent / f"{folder.name}.log"
-        with open(log_path, "w") as log:
+        with open(log_path, "a" if (folder / READY).is_file() else "w") as log:
             # The child inherits the locked file (same open file, same lock): the lock is held from
             # now until the build ends, whoever asks for it next. Our copy closes below.
             process = subprocess.Popen([sys.executable, __file__, "--build", str(root), *requirements],
@@ -141,7 +208,7 @@ def _main() -> None:
     """`lerobot_helpers.py --build ROOT REQUIREMENT...`: the background build (the lock held by fd)."""
     root, requirements = Path(sys.argv[2]), tuple(sys.argv[3:])
     os.set_inheritable(int(os.environ["PYTEST_LIBERO_LOCK_FD"]), False)  # pip and its children need not hold it
-    sys.exit(0 if build(venv_dir(requirements, root), requirements, sys.stdout) else 1)
+    sys.exit(0 if build_or_warm(venv_dir(requirements, root), requirements, sys.stdout) else 1)
 
 
 # Run in the LeRobot venv: builds the policies and saves them with LeRobot's save_pretrained.
