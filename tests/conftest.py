@@ -175,8 +175,9 @@ def lerobot_python(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture(scope="session")
-def lerobot_act(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small random ACT policy (n_action_steps 5, seeded, no pretrained backbone) saved by LeRobot."""
-    from lerobot_helpers import make_act_policy
+def lerobot_act(lerobot_python: Path) -> Path:
+    """A small random ACT policy (n_action_steps 5, seeded, no pretrained backbone) saved by LeRobot,
+    kept beside the venv (made by the build's byte-code step: no LeRobot process of its own). Read-only."""
+    from lerobot_helpers import kept_act_policy
 
-    return make_act_policy(lerobot_python, tmp_path_factory.mktemp("lerobot") / "pretrained_model")
+    return kept_act_policy(lerobot_python)

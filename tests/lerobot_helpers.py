@@ -23,6 +23,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import IO
 
 REQUIREMENTS = ("lerobot==0.4.4",)
@@ -31,6 +32,9 @@ CACHE_ROOT = Path(os.environ.get("PYTEST_LIBERO_VENV_CACHE", Path.home() / ".cac
 READY = "requirements.json"
 # The byte-code mark: written after WARM ran (a venv built before it existed gets it on first use).
 WARMED = "bytecode.json"
+# The tests' ACT policy (make_act_policy's defaults), made by the same WARM process and kept beside
+# the venv (policies/act-KEY/, KEY the hash of MAKE_POLICIES and the sizes): read-only to the tests.
+TEST_POLICY_SIZES = (5, 10, 64, 1, 4, 128)  # n_action_steps, chunk_size, dim_model, layers, heads, feedforward
 # pip's options: no byte-compiling (Python compiles what it imports, once, on first use), no progress
 # output in the log. pip installs only the installer.
 PIP_OPTIONS = ("--disable-pip-version-check", "--no-compile", "--progress-bar", "off")
@@ -62,12 +66,33 @@ def is_ready(folder: Path) -> bool:
     return (folder / READY).is_file() and (folder / WARMED).is_file()
 
 
+def kept_policy_dir(folder: Path, sizes: tuple[int, ...] = TEST_POLICY_SIZES) -> Path:
+    """Where the venv `folder` keeps the ACT policy of `sizes` that MAKE_POLICIES saves."""
+    key = hashlib.sha256(json.dumps([MAKE_POLICIES, list(sizes)]).encode()).hexdigest()[:12]
+    return folder / "policies" / f"act-{key}" / "pretrained_model"
+
+
+def _save_policy_atomically(folder: Path, make: Callable[[Path], bool]) -> bool:
+    """`make(tmp)` saves a policy into tmp/pretrained_model; renamed into place only when it did."""
+    target = kept_policy_dir(folder)
+    scratch = target.parent.with_name(f"{target.parent.name}.tmp-{os.getpid()}")
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    if not make(scratch / target.name):
+        shutil.rmtree(scratch, ignore_errors=True)
+        return False
+    shutil.rmtree(target.parent, ignore_errors=True)
+    os.rename(scratch, target.parent)
+    return True
+
+
 # Run in the venv once, after the install, with byte-code writing on: the modules the policy's child,
 # the policy maker and the differential test import get their .pyc files. Neither pip's --no-compile
 # nor uv writes any, and where PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it)
 # no process writes them later either: every LeRobot process then compiles the 2,900 modules that
 # `lerobot.policies.factory` pulls in (torch, torch._dynamo through torchvision.ops, datasets, pandas)
-# anew, about 20 s of CPU each time. Compiling only these, once, costs one such import.
+# anew, about 15 s of CPU each time. Compiling only these, once, costs one such import; the same
+# process then saves the tests' policy (MAKE_POLICIES follows WARM in its script).
 WARM = r'''
 import importlib, json, sys
 import torch
@@ -77,7 +102,7 @@ for name in ("lerobot.configs.policies", "lerobot.configs.types", "lerobot.polic
              "lerobot.policies.act.modeling_act", "lerobot.policies.act.processor_act", "lerobot.envs.configs",
              "lerobot.envs.factory", "lerobot.envs.utils", "lerobot.processor", "safetensors.torch"):
     importlib.import_module(name)
-print(json.dumps({"modules": len(sys.modules)}))
+print(json.dumps({"modules_byte_compiled": len(sys.modules)}))
 '''
 
 
@@ -116,13 +141,18 @@ def warm(folder: Path, log: IO[str]) -> bool:
     start, cpu = time.monotonic(), os.times()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["CUDA_VISIBLE_DEVICES"] = ""
-    step = [str(folder / "bin" / "python"), "-c", WARM]
-    log.write("$ python -c WARM (the byte-code of what the tests import)\n")
+    log.write("$ python -c WARM+MAKE_POLICIES (the byte-code of what the tests import; the tests' policy)\n")
     log.flush()
-    done = subprocess.run(step, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
-    if done.returncode != 0:
-        log.write(f"{FAILED}: exit {done.returncode} of the byte-code step\n")
-        log.flush()
+
+    def make(out: Path) -> bool:
+        step = [str(folder / "bin" / "python"), "-c", WARM + MAKE_POLICIES, str(out), *map(str, TEST_POLICY_SIZES)]
+        done = subprocess.run(step, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+        if done.returncode != 0:
+            log.write(f"{FAILED}: exit {done.returncode} of the byte-code step\n")
+            log.flush()
+        return done.returncode == 0
+
+    if not _save_policy_atomically(folder, make):
         return False
     measured = _spent(start, cpu)
     (folder / WARMED).write_text(json.dumps(measured))
@@ -245,6 +275,20 @@ pre.save_pretrained(out)
 post.save_pretrained(out)
 print(json.dumps({"path": out, "parameters": sum(p.numel() for p in policy.parameters())}))
 '''
+
+
+def kept_act_policy(python: Path) -> Path:
+    """The tests' ACT policy kept beside the venv of `python` (WARM saved it), made now if absent
+    (a venv warmed before MAKE_POLICIES changed), under the venv's lock."""
+    folder = python.parent.parent
+    target = kept_policy_dir(folder)
+    if (target / "config.json").is_file():
+        return target
+    with open(_lock_path(folder), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "config.json").is_file():
+            _save_policy_atomically(folder, lambda out: make_act_policy(python, out, *TEST_POLICY_SIZES) == out)
+    return target
 
 
 def make_act_policy(python: Path, folder: Path, n_action_steps: int = 5, chunk_size: int = 10,
