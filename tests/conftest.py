@@ -93,8 +93,8 @@ def robomemarena_checkout(tmp_path_factory: pytest.TempPathFactory) -> object:
 
 
 # -- The LeRobot venv (issue 32): built in the background from the session's start ---------------
-# Building it (tests/lerobot_helpers.py) is mostly pip downloading torch and its CUDA libraries
-# (4.3 GB of wheels), which costs minutes of wall time and little CPU. The controller (the one
+# Building it (tests/lerobot_helpers.py) is mostly uv downloading torch and its CUDA libraries
+# (4.3 GB of wheels), which costs minutes of wall time and about 80 s of CPU (docs/lerobot.md). The controller (the one
 # process without xdist's workerinput) starts it in a detached process when the selected tests
 # include test_lerobot.py's venv tests, so the download overlaps the other files' tests; the
 # lerobot_python fixture waits for it on the venv's lock. test_lerobot.py's place in SLOWEST_FILES
