@@ -4,8 +4,9 @@
 package index, once: the folder is keyed by the hash of the requirement list, built under a file
 lock (two xdist workers, or two sessions, never build it at once) and reused by later sessions.
 The installer is uv (from PyPI, pinned, into the new venv by its pip): the same requirements from
-the same index as `pip install lerobot==0.4.4`, resolved to the same kind of set (`pip check`
-passes), for a fraction of pip's CPU (docs/lerobot.md has the figures).
+the same index as `pip install lerobot==0.4.4`, resolved to the same versions (and hf_transfer,
+which lerobot's requirements name and pip left out; `pip check` passes), for half of pip's CPU
+(docs/lerobot.md has the figures).
 Nothing is downloaded from a model or dataset hub: the policies are made here, with random
 weights, no pretrained backbone and made-up normalization statistics, and saved with LeRobot's
 own `save_pretrained` (policy and processors).
@@ -89,7 +90,7 @@ def _save_policy_atomically(folder: Path, make: Callable[[Path], bool]) -> bool:
 # Run in the venv once, after the install, with byte-code writing on: the modules the policy's child,
 # the policy maker and the differential test import get their .pyc files. Neither pip's --no-compile
 # nor uv writes any, and where PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it)
-# no process writes them later either: every LeRobot process then compiles the 2,900 modules that
+# no process writes them later either: every LeRobot process then compiles the 3,500 modules that
 # `lerobot.policies.factory` pulls in (torch, torch._dynamo through torchvision.ops, datasets, pandas)
 # anew, about 15 s of CPU each time. Compiling only these, once, costs one such import; the same
 # process then saves the tests' policy (MAKE_POLICIES follows WARM in its script).
