@@ -85,8 +85,8 @@ def robomemarena_checkout(tmp_path_factory: pytest.TempPathFactory) -> object:
 
 
 # -- The LeRobot venv (issue 32): built in the background from the session's start ---------------
-# Building it (tests/lerobot_helpers.py) is mostly pip downloading torch and its CUDA libraries
-# (4.3 GB of wheels), which costs minutes of wall time and little CPU. The controller (the one
+# Building it (tests/lerobot_helpers.py) is mostly uv downloading torch and its CUDA libraries
+# (4.3 GB of wheels), which costs minutes of wall time and about 80 s of CPU (docs/lerobot.md). The controller (the one
 # process without xdist's workerinput) starts it in a detached process when the selected tests
 # include test_lerobot.py's venv tests, so the download overlaps the other files' tests; the
 # lerobot_python fixture waits for it on the venv's lock. test_lerobot.py's place in SLOWEST_FILES
@@ -167,8 +167,9 @@ def lerobot_python(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture(scope="session")
-def lerobot_act(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small random ACT policy (n_action_steps 5, seeded, no pretrained backbone) saved by LeRobot."""
-    from lerobot_helpers import make_act_policy
+def lerobot_act(lerobot_python: Path) -> Path:
+    """A small random ACT policy (n_action_steps 5, seeded, no pretrained backbone) saved by LeRobot,
+    kept beside the venv (made by the build's byte-code step: no LeRobot process of its own). Read-only."""
+    from lerobot_helpers import kept_act_policy
 
-    return make_act_policy(lerobot_python, tmp_path_factory.mktemp("lerobot") / "pretrained_model")
+    return kept_act_policy(lerobot_python)

@@ -3,6 +3,10 @@
 `lerobot_venv(cache)` builds a virtualenv with `lerobot==0.4.4` (and the torch it pulls) from the
 package index, once: the folder is keyed by the hash of the requirement list, built under a file
 lock (two xdist workers, or two sessions, never build it at once) and reused by later sessions.
+The installer is uv (from PyPI, pinned, into the new venv by its pip): the same requirements from
+the same index as `pip install lerobot==0.4.4`, resolved to the same versions (and hf_transfer,
+which lerobot's requirements name and pip left out; `pip check` passes), for half of pip's CPU
+(docs/lerobot.md has the figures).
 Nothing is downloaded from a model or dataset hub: the policies are made here, with random
 weights, no pretrained backbone and made-up normalization statistics, and saved with LeRobot's
 own `save_pretrained` (policy and processors).
@@ -20,15 +24,29 @@ import signal
 import sys
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import IO
 
 REQUIREMENTS = ("lerobot==0.4.4",)
 CACHE_ROOT = Path(os.environ.get("PYTEST_LIBERO_VENV_CACHE", Path.home() / ".cache" / "pytest-libero" / "venvs"))
 # The ready mark: written last, so a build killed half-way is rebuilt, never half-used.
 READY = "requirements.json"
-# pip's options: no byte-compiling of the 12,300 modules installed (Python compiles what it imports,
-# once, on first use), no progress output in the log.
+# The byte-code mark: written after WARM ran (a venv built before it existed gets it on first use).
+WARMED = "bytecode.json"
+# The tests' ACT policy (make_act_policy's defaults), made by the same WARM process and kept beside
+# the venv (policies/act-KEY/, KEY the hash of MAKE_POLICIES and the sizes): read-only to the tests.
+TEST_POLICY_SIZES = (5, 10, 64, 1, 4, 128)  # n_action_steps, chunk_size, dim_model, layers, heads, feedforward
+# pip's options: no byte-compiling (Python compiles what it imports, once, on first use), no progress
+# output in the log. pip installs only the installer.
 PIP_OPTIONS = ("--disable-pip-version-check", "--no-compile", "--progress-bar", "off")
+# The installer of the requirements. pip spends most of a build's CPU in Python: unzipping 4.3 GB of
+# wheels (torch and the CUDA libraries PyPI's Linux torch pulls even for a CPU machine) one after
+# another, copying each into place. uv unzips them in parallel, in native code, into its cache and
+# hard-links them into the venv. It reads PyPI (its default index; not pip's configuration: no extra
+# indexes, find-links or constraints) and does not byte-compile either. SSL_CERT_FILE, when set, is its
+# certificate bundle, as it is pip's.
+INSTALLER = "uv==0.13.9"
+UV_OPTIONS = ("--no-config", "--no-progress")
 # Set by tests/conftest.py on the controller when it started a background build: the build's log.
 BACKGROUND_LOG = "PYTEST_LIBERO_LEROBOT_BUILD_LOG"
 FAILED, BUILT = "lerobot venv build FAILED", "lerobot venv build done"
@@ -44,29 +62,109 @@ def _lock_path(folder: Path) -> Path:
     return folder.parent / f"{folder.name}.lock"
 
 
+def is_ready(folder: Path) -> bool:
+    """Built and its byte-code written (see WARM)."""
+    return (folder / READY).is_file() and (folder / WARMED).is_file()
+
+
+def kept_policy_dir(folder: Path, sizes: tuple[int, ...] = TEST_POLICY_SIZES) -> Path:
+    """Where the venv `folder` keeps the ACT policy of `sizes` that MAKE_POLICIES saves."""
+    key = hashlib.sha256(json.dumps([MAKE_POLICIES, list(sizes)]).encode()).hexdigest()[:12]
+    return folder / "policies" / f"act-{key}" / "pretrained_model"
+
+
+def _save_policy_atomically(folder: Path, make: Callable[[Path], bool]) -> bool:
+    """`make(tmp)` saves a policy into tmp/pretrained_model; renamed into place only when it did."""
+    target = kept_policy_dir(folder)
+    scratch = target.parent.with_name(f"{target.parent.name}.tmp-{os.getpid()}")
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    if not make(scratch / target.name):
+        shutil.rmtree(scratch, ignore_errors=True)
+        return False
+    shutil.rmtree(target.parent, ignore_errors=True)
+    os.rename(scratch, target.parent)
+    return True
+
+
+# Run in the venv once, after the install, with byte-code writing on: the modules the policy's child,
+# the policy maker and the differential test import get their .pyc files. Neither pip's --no-compile
+# nor uv writes any, and where PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it)
+# no process writes them later either: every LeRobot process then compiles the 3,500 modules that
+# `lerobot.policies.factory` pulls in (torch, torch._dynamo through torchvision.ops, datasets, pandas)
+# anew, about 15 s of CPU each time. Compiling only these, once, costs one such import; the same
+# process then saves the tests' policy (MAKE_POLICIES follows WARM in its script).
+WARM = r'''
+import importlib, json, sys
+import torch
+from lerobot.policies.factory import get_policy_class
+get_policy_class("act")
+for name in ("lerobot.configs.policies", "lerobot.configs.types", "lerobot.policies.act.configuration_act",
+             "lerobot.policies.act.modeling_act", "lerobot.policies.act.processor_act", "lerobot.envs.configs",
+             "lerobot.envs.factory", "lerobot.envs.utils", "lerobot.processor", "safetensors.torch"):
+    importlib.import_module(name)
+print(json.dumps({"modules_byte_compiled": len(sys.modules)}))
+'''
+
+
 def build(folder: Path, requirements: tuple[str, ...], log: IO[str]) -> bool:
     """Build the venv in `folder` (its lock held by the caller), pip's output to `log`; True when built."""
     shutil.rmtree(folder, ignore_errors=True)
     start, cpu = time.monotonic(), os.times()
     python = folder / "bin" / "python"
     steps = ([sys.executable, "-m", "venv", str(folder)],
-             [str(python), "-m", "pip", "install", *PIP_OPTIONS, *requirements])
+             [str(python), "-m", "pip", "install", *PIP_OPTIONS, INSTALLER],
+             [str(folder / "bin" / "uv"), "pip", "install", *UV_OPTIONS, "--python", str(python), *requirements])
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}  # the venv's own Python, never a downloaded one
     for step in steps:
         log.write(f"$ {' '.join(step)}\n")
         log.flush()
-        done = subprocess.run(step, stdout=log, stderr=subprocess.STDOUT, text=True)
+        done = subprocess.run(step, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
         if done.returncode != 0:
-            log.write(f"{FAILED}: exit {done.returncode} of {step[2:4]}\n")
+            log.write(f"{FAILED}: exit {done.returncode} of {' '.join(step[:4])}\n")
             log.flush()
             return False
-    end = os.times()
-    measured = {"requirements": list(requirements), "build_s": round(time.monotonic() - start, 1),
-                "build_cpu_s": round(end.children_user + end.children_system - cpu.children_user
-                                     - cpu.children_system, 1)}
+    measured = {"requirements": list(requirements), "installer": INSTALLER, **_spent(start, cpu)}
     (folder / READY).write_text(json.dumps(measured))
     log.write(f"{BUILT}: {json.dumps(measured)}\n")
     log.flush()
+    return warm(folder, log)
+
+
+def _spent(start: float, cpu: os.times_result) -> dict[str, float]:
+    end = os.times()
+    return {"build_s": round(time.monotonic() - start, 1),
+            "build_cpu_s": round(end.children_user + end.children_system - cpu.children_user - cpu.children_system, 1)}
+
+
+def warm(folder: Path, log: IO[str]) -> bool:
+    """Write the byte-code of what the tests import (WARM) in the built venv `folder`; True when done."""
+    start, cpu = time.monotonic(), os.times()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    log.write("$ python -c WARM+MAKE_POLICIES (the byte-code of what the tests import; the tests' policy)\n")
+    log.flush()
+
+    def make(out: Path) -> bool:
+        step = [str(folder / "bin" / "python"), "-c", WARM + MAKE_POLICIES, str(out), *map(str, TEST_POLICY_SIZES)]
+        done = subprocess.run(step, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+        if done.returncode != 0:
+            log.write(f"{FAILED}: exit {done.returncode} of the byte-code step\n")
+            log.flush()
+        return done.returncode == 0
+
+    if not _save_policy_atomically(folder, make):
+        return False
+    measured = _spent(start, cpu)
+    (folder / WARMED).write_text(json.dumps(measured))
+    log.write(f"{BUILT} (byte-code): {json.dumps(measured)}\n")
+    log.flush()
     return True
+
+
+def build_or_warm(folder: Path, requirements: tuple[str, ...], log: IO[str]) -> bool:
+    """What `folder` lacks (its lock held by the caller): the whole build, or only its byte-code."""
+    return warm(folder, log) if (folder / READY).is_file() else build(folder, requirements, log)
 
 
 def lerobot_venv(requirements: tuple[str, ...] = REQUIREMENTS, root: Path = CACHE_ROOT) -> Path:
@@ -77,21 +175,21 @@ def lerobot_venv(requirements: tuple[str, ...] = REQUIREMENTS, root: Path = CACH
     """
     folder = venv_dir(requirements, root)
     python = folder / "bin" / "python"
-    if (folder / READY).is_file():
+    if is_ready(folder):
         return python
     folder.parent.mkdir(parents=True, exist_ok=True)
     background = os.environ.get(BACKGROUND_LOG)
     with open(_lock_path(folder), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a background build, another worker or session builds: wait
-        if (folder / READY).is_file():
+        if is_ready(folder):
             return python
         if background and Path(background).is_file():
             tail = Path(background).read_text(errors="replace")[-4000:]
             raise RuntimeError(f"the background build of the LeRobot venv {folder} failed or was stopped (log "
                                f"{background}); its log ends:\n{tail}")
         log_path = folder.parent / f"{folder.name}.log"
-        with open(log_path, "w") as log:
-            if not build(folder, requirements, log):
+        with open(log_path, "a" if (folder / READY).is_file() else "w") as log:
+            if not build_or_warm(folder, requirements, log):
                 raise RuntimeError(f"building the LeRobot venv {folder} failed (log {log_path}); it ends:\n"
                                    f"{log_path.read_text(errors='replace')[-4000:]}")
     return python
@@ -102,7 +200,7 @@ def start_background_build(requirements: tuple[str, ...] = REQUIREMENTS, root: P
     """Start building the venv in a detached process holding its lock; None when it is built, or
     already being built by another session. The caller stops it if the session ends first."""
     folder = venv_dir(requirements, root)
-    if (folder / READY).is_file():
+    if is_ready(folder):
         return None
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(_lock_path(folder), "w") as lock:
@@ -110,10 +208,10 @@ def start_background_build(requirements: tuple[str, ...] = REQUIREMENTS, root: P
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return None  # someone builds it now; the fixture waits on the lock
-        if (folder / READY).is_file():
+        if is_ready(folder):
             return None
         log_path = folder.parent / f"{folder.name}.log"
-        with open(log_path, "w") as log:
+        with open(log_path, "a" if (folder / READY).is_file() else "w") as log:
             # The child inherits the locked file (same open file, same lock): the lock is held from
             # now until the build ends, whoever asks for it next. Our copy closes below.
             process = subprocess.Popen([sys.executable, __file__, "--build", str(root), *requirements],
@@ -141,7 +239,7 @@ def _main() -> None:
     """`lerobot_helpers.py --build ROOT REQUIREMENT...`: the background build (the lock held by fd)."""
     root, requirements = Path(sys.argv[2]), tuple(sys.argv[3:])
     os.set_inheritable(int(os.environ["PYTEST_LIBERO_LOCK_FD"]), False)  # pip and its children need not hold it
-    sys.exit(0 if build(venv_dir(requirements, root), requirements, sys.stdout) else 1)
+    sys.exit(0 if build_or_warm(venv_dir(requirements, root), requirements, sys.stdout) else 1)
 
 
 # Run in the LeRobot venv: builds the policies and saves them with LeRobot's save_pretrained.
@@ -178,6 +276,20 @@ pre.save_pretrained(out)
 post.save_pretrained(out)
 print(json.dumps({"path": out, "parameters": sum(p.numel() for p in policy.parameters())}))
 '''
+
+
+def kept_act_policy(python: Path) -> Path:
+    """The tests' ACT policy kept beside the venv of `python` (WARM saved it), made now if absent
+    (a venv warmed before MAKE_POLICIES changed), under the venv's lock."""
+    folder = python.parent.parent
+    target = kept_policy_dir(folder)
+    if (target / "config.json").is_file():
+        return target
+    with open(_lock_path(folder), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "config.json").is_file():
+            _save_policy_atomically(folder, lambda out: make_act_policy(python, out, *TEST_POLICY_SIZES) == out)
+    return target
 
 
 def make_act_policy(python: Path, folder: Path, n_action_steps: int = 5, chunk_size: int = 10,

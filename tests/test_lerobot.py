@@ -4,6 +4,10 @@ against lerobot's own LIBERO path, and real episodes from the LeRobot venv in ev
 The checks of the folder run before lerobot is imported, so they hold in any interpreter; the
 missing-lerobot error is shown with this suite's own venv as the policy's interpreter (it has
 numpy, not lerobot).
+
+Cost (issue 32, the CI gate): the nested pytest runs are pytester's in-process runs, so each pays
+no interpreter and plugin start of its own (the policy's child and the bench services are still
+processes of their own: what is tested is unchanged); the usage errors build no environment.
 """
 
 from __future__ import annotations
@@ -33,6 +37,14 @@ def _saved_looking_folder(folder: Path) -> Path:
 
 
 def test_usage_errors_at_start_exit_4_naming_the_path_and_the_fix(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """A bad interpreter path, a folder that is not a saved policy, an interpreter without lerobot:
+    each exit 4 before any episode, naming the value and the fix."""
+    nowhere_python = tmp_path / "no-venv" / "bin" / "python"
+    given = [*RUN[:-1], str(nowhere_python), "--libero-policy-kwargs", "{}"]
+    result = pytester.runpytest_inprocess(*given)
+    assert result.ret == 4, (result.stdout.str(), result.stderr.str())
+    assert (f"--libero-policy-python {nowhere_python}: no such file; give the path of the policy environment's "
+            "Python" in " ".join(result.stderr.str().split())), result.stderr.str()
     partial = tmp_path / "partial"
     partial.mkdir()
     (partial / "config.json").write_text("{}")
@@ -45,7 +57,7 @@ def test_usage_errors_at_start_exit_4_naming_the_path_and_the_fix(pytester: pyte
         ({"path": str(looks_saved)}, f"this interpreter ({sys.executable}) cannot import "),
     ]
     for kwargs, said in cases:
-        result = pytester.runpytest_subprocess(*RUN, "--libero-policy-kwargs", json.dumps(kwargs))
+        result = pytester.runpytest_inprocess(*RUN, "--libero-policy-kwargs", json.dumps(kwargs))
         err = " ".join(result.stderr.str().split())
         assert result.ret == 4, (kwargs, result.stdout.str(), result.stderr.str())
         assert " ".join(said.split()) in err, (kwargs, result.stderr.str())
@@ -96,7 +108,7 @@ def test_an_act_policy_from_its_own_venv_gives_equal_records_isolated_hosted_and
             "host-n2": ("--libero-task-ids", "0,1", "-n", "2", "--libero-policy-isolation", "host")}
     found = {}
     for name, extra in runs.items():
-        result = pytester.runpytest_subprocess(*base, *extra, "--libero-output", name)
+        result = pytester.runpytest_inprocess(*base, *extra, "--libero-output", name)
         assert result.ret in (0, 1), result.stdout.str()[-3000:] + result.stderr.str()[-3000:]
         (run_dir,) = run_dirs(pytester.path / name)
         found[name] = records(run_dir)

@@ -348,18 +348,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     spec = run.policy
     _add_policy_paths(run)
+    hosted = run.isolation == "host" and not config.option.collectonly
     try:
-        if run.policy_python is not None:  # the factory loads in the policy's interpreter, not this one
+        if run.policy_python is None:
+            dry_check(spec)
+        elif not hosted:  # the factory loads in the policy's interpreter, not this one
             from pytest_libero.runtime.isolation import check_in
 
             check_in(run.policy_python, spec, _policy_paths(run))
-        else:
-            dry_check(spec)
+        # else the host builds it in that interpreter below, before any worker, a failure the same
+        # usage error: a check first would start that interpreter twice (a LeRobot policy's imports
+        # alone cost 10-30 s of CPU).
     except Exception as exc:  # noqa: BLE001 - reported once, as a usage error
         raise pytest.UsageError(build_failure_line(spec, exc)) from None
     # Before any worker starts (the run's cells: -k and -m are applied by the workers' collection).
     preflight.stop_if_failed(config, [cell.id for cell in run.cells], config.stash[RUN_DIR_KEY].path)
-    if run.isolation == "host" and not config.option.collectonly:
+    if hosted:
         from pytest_libero.plugin import policy_host
 
         try:
