@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,19 +65,65 @@ ZERO_DEVELOPMENT_RUN = ("--libero-scope", "development", "--libero-policy", "zer
                         "--libero-max-policy-calls", "3", "--libero-replan-interval", "5", "--html=report.html")
 
 
+@contextlib.contextmanager
+def made_once_per_run(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory,
+                      name: str) -> Iterator[tuple[Path, bool]]:
+    """A folder for what a session fixture makes, made once per test run: (the folder, whether it was
+    made already). Under xdist a session fixture is set up once per worker, so two workers whose
+    files ask for it would each make it; here the first worker to ask makes it under a lock in the
+    run's folder (the parent of every worker's basetemp) and the others wait and reuse it. Made
+    means the body finished: when it raised, the next worker to ask makes it anew. Without xdist it
+    is this session's own new folder."""
+    if not hasattr(config, "workerinput"):
+        yield tmp_path_factory.mktemp(name), False
+        return
+    run_folder = tmp_path_factory.getbasetemp().parent
+    folder, made = run_folder / name, run_folder / f"{name}.made"
+    with open(run_folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the lock file closes, also when the body raises
+        if made.exists():
+            yield folder, True
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        yield folder, False
+        made.touch()
+
+
 @pytest.fixture(scope="session")
-def zero_development_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, Path]:
+def zero_development_run(request: pytest.FixtureRequest,
+                         tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, Path]:
     """ZERO_DEVELOPMENT_RUN in a subprocess, as Pytester.runpytest_subprocess runs it (an empty folder
-    that is also HOME, outer PYTEST_ADDOPTS dropped, no colours): its result and its folder."""
-    path = tmp_path_factory.mktemp("zero_development_run")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
-    env.update(HOME=str(path), USERPROFILE=str(path), PY_COLORS="0")
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-mpytest", f"--basetemp={path / 'basetemp'}", *ZERO_DEVELOPMENT_RUN],
-                          cwd=path, env=env, capture_output=True, text=True, timeout=1800)
-    result = pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
-                              time.monotonic() - started)
-    return result, path
+    that is also HOME, outer PYTEST_ADDOPTS dropped, no colours): its result and its folder. Made once
+    per test run (made_once_per_run: its four files can land on both workers); its tests only read it."""
+    with made_once_per_run(request.config, tmp_path_factory, "zero_development_run") as (path, made):
+        saved = path / "result.json"
+        if not made:
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+            env.update(HOME=str(path), USERPROFILE=str(path), PY_COLORS="0")
+            started = time.monotonic()
+            done = subprocess.run([sys.executable, "-mpytest", f"--basetemp={path / 'basetemp'}",
+                                   *ZERO_DEVELOPMENT_RUN], cwd=path, env=env, capture_output=True, text=True,
+                                  timeout=1800)
+            saved.write_text(json.dumps({"ret": done.returncode, "stdout": done.stdout.splitlines(),
+                                         "stderr": done.stderr.splitlines(),
+                                         "duration": time.monotonic() - started}))
+        result = json.loads(saved.read_text())
+    return pytest.RunResult(result["ret"], result["stdout"], result["stderr"], result["duration"]), path
+
+
+@pytest.fixture(scope="session")
+def libero_10_service() -> Iterator[object]:
+    """One LIBERO bench service per worker for the in-process episodes of test_demo.py and
+    test_real_libero.py (libero_10 task 0): its environment is built once and kept between them (the
+    service's cache), so a later episode costs its controls only. A kept environment gives the bits
+    of a fresh one (test_performance_identity.py); the service recycles itself past its memory cap."""
+    from pytest_libero.benchmarks import get, service_env
+    from pytest_libero.runtime.service import BenchService
+
+    service = BenchService(env=service_env(get("libero"), None))
+    yield service
+    service.close()
 
 
 @pytest.fixture(scope="session")

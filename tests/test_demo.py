@@ -143,16 +143,7 @@ def test_the_zero_policy_fails_the_cell_the_demo_passes(zero_development_run):
     zero.stdout.fnmatch_lines(["libero_10-t00-s00 * FAILED * failure/truncation: 3 calls*"])
 
 
-@pytest.fixture(scope="module")
-def libero_10_service():
-    """One bench service for this file's libero_10 task 0 episodes: its environment is built once and
-    kept between them (the service's cache), so the second episode costs its controls only."""
-    from pytest_libero.benchmarks import get, service_env
-    from pytest_libero.runtime.service import BenchService
-
-    service = BenchService(env=service_env(get("libero"), None))
-    yield service
-    service.close()
+# libero_10_service: tests/conftest.py's (one service per worker, shared with test_real_libero.py).
 
 
 @pytest.mark.real_libero

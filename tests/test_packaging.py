@@ -91,8 +91,11 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
     path = tmp_path_factory.mktemp("wheel-venv") / "venv"
     done = run([sys.executable, "-m", "venv", str(path)], cwd=path.parent)
     assert done.returncode == 0, done.stderr
-    done = run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], cwd=path.parent,
-               env=user_env(path))
+    # --no-compile: pip's bytecode compilation of every installed module (about 9,200, some 39 s of CPU)
+    # is most of the install's CPU; Python compiles and caches what the tests import (about 9 s), as a
+    # user's venv does once (user_env lets it write the caches).
+    done = run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", str(wheel)],
+               cwd=path.parent, env=user_env(path))
     assert done.returncode == 0, done.stderr[-3000:]
     done = run([str(path / "bin" / "python"), "-m", "pip", "check"], cwd=path.parent, env=user_env(path))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -102,9 +105,11 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
 
 def user_env(venv: Path, path_first: Path | None = None) -> dict[str, str]:
     """A user's shell with `venv` activated: nothing of this checkout or of the pytest running this
-    test (its PYTEST_* variables, an xdist worker's id) leaks in."""
+    test (its PYTEST_* variables, an xdist worker's id) leaks in, nor an outer PYTHONDONTWRITEBYTECODE
+    (the venv is installed without bytecode: its processes cache what they compile)."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "COV_CORE_SOURCE") and not k.startswith("PYTEST_")}
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "COV_CORE_SOURCE", "PYTHONDONTWRITEBYTECODE")
+           and not k.startswith("PYTEST_")}
     bins = [str(path_first)] if path_first else []
     env.update(VIRTUAL_ENV=str(venv), PATH=os.pathsep.join([*bins, str(venv / "bin"), env.get("PATH", "")]))
     return env
@@ -179,7 +184,9 @@ def test_an_unrelated_project_sees_the_installed_plugin_inert(venv, tmp_path):
     log = tmp_path / "nvidia-smi.log"
     (fake / "nvidia-smi").write_text(FAKE_NVIDIA_SMI.format(log=log))
     (fake / "nvidia-smi").chmod(0o755)
-    env = user_env(venv, path_first=fake)
+    # No bytecode caches either (user_env lets the venv's processes write them): pytest's own would
+    # appear in the project, with or without the plugin, and the folder must stay as it was.
+    env = dict(user_env(venv, path_first=fake), PYTHONDONTWRITEBYTECODE="1")
     for xdist in ([], ["-n", "2"]):
         folder = project(tmp_path / ("xdist" if xdist else "plain"), {"test_user.py": USER_TEST})
         seen = []

@@ -70,7 +70,8 @@ def matches(driver: Any) -> int:
     return int(driver.execute_script("return document.getElementById('episode-count').dataset.matches"))
 
 
-@pytest.mark.real_libero  # zero_development_run is a real run: made here when this test is its first user
+# real_libero: when this is its worker's first test to ask, zero_development_run's real run is made here.
+@pytest.mark.real_libero
 def test_a_real_runs_page_filters_one_tasks_failures_and_plays_an_episodes_video(driver, zero_development_run):
     _, path = zero_development_run
     (run_dir,) = run_dirs(path / "reports")

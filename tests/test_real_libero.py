@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from evidence_helpers import check_videos, records, run_dirs
 
-from pytest_libero.benchmarks import get, service_env
 from pytest_libero.core.cells import Cell
 from pytest_libero.benchmarks.libero.spec import SPEC as LIBERO_SPEC
 from pytest_libero.core.protocol import Protocol
 from pytest_libero.benchmarks.libero.reference import ChunkReplayPolicy, native_rollout
 from pytest_libero.core.rollout import run_episode
-from pytest_libero.runtime.service import BenchService
 
 pytestmark = pytest.mark.real_libero
 
@@ -47,16 +50,13 @@ def literal(text: str) -> str:
     return "".join(f"[{c}]" if c in "[]*?" else c for c in text)
 
 
-def test_rendering_only_delivered_observations_is_bit_identical_to_the_native_loop():
+def test_rendering_only_delivered_observations_is_bit_identical_to_the_native_loop(libero_10_service):
     rng = np.random.default_rng(3)
     chunks = [np.concatenate([rng.uniform(-0.5, 0.5, (5, 6)), np.ones((5, 1))], axis=1) for _ in range(3)]
     protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5, max_policy_calls=3)
     native = native_rollout("libero_10", 0, chunks, 5, control_cap=15)
-    service, policy = BenchService(env=service_env(get("libero"), None)), ChunkReplayPolicy(chunks)
-    try:
-        result = run_episode(service, policy, Cell("libero_10", 0), protocol)
-    finally:
-        service.close()
+    policy = ChunkReplayPolicy(chunks)
+    result = run_episode(libero_10_service, policy, Cell("libero_10", 0), protocol)
     assert result.executed_controls == native.executed_controls == 15
     assert len(policy.seen) == 3 and policy.seen == native.delivered[:3]
     assert result.private["final_state_sha256"] == native.final_state_sha256
@@ -113,19 +113,6 @@ def test_invalid_actions_fail_the_item_and_never_reach_the_simulator(pytester):
     )])
 
 
-def test_a_stale_user_libero_config_cannot_redirect_the_bundled_files(pytester, monkeypatch):
-    stale = pytester.mkdir("stale-config")
-    (stale / "config.yaml").write_text("bddl_files: /nonexistent/bddl\ninit_states: /nonexistent/init\n"
-                                       "assets: /nonexistent/assets\n")
-    monkeypatch.setenv("LIBERO_CONFIG_PATH", str(stale))
-    monkeypatch.setenv("HOME", str(pytester.path))
-    result = pytester.runpytest_subprocess(
-        "--libero-scope", "development", "--libero-task-ids", "2", "--libero-policy", "zero",
-        "--libero-budget", "decisions", "--libero-max-policy-calls", "1")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*1 policy calls, 1 action decisions, 5 executed controls*"])
-
-
 SPY = """
 import dataclasses
 import pickle
@@ -149,18 +136,45 @@ class Spy:
 """
 
 
-def test_the_policy_receives_only_the_contract_and_the_record_keeps_the_rest(pytester):
+# A stale user config (~/.libero/config.yaml's keys, through LIBERO_CONFIG_PATH) pointing nowhere.
+STALE_CONFIG = "bddl_files: /nonexistent/bddl\ninit_states: /nonexistent/init\nassets: /nonexistent/assets\n"
+
+
+@pytest.fixture(scope="module")
+def spy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, Path]:
+    """The spy policy on development task 3 (2 calls) with a stale user LIBERO config (LIBERO_CONFIG_PATH,
+    HOME the run's folder), run as Pytester.runpytest_subprocess runs it: its result and its folder.
+    One real run for both claims (the policy's inputs; the stale config cannot redirect the files)."""
+    path = tmp_path_factory.mktemp("spy_run")
+    (path / "spy.py").write_text(SPY)
+    (path / "stale-config").mkdir()
+    (path / "stale-config" / "config.yaml").write_text(STALE_CONFIG)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+    env.update(HOME=str(path), USERPROFILE=str(path), PY_COLORS="0", LIBERO_CONFIG_PATH=str(path / "stale-config"))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-mpytest", f"--basetemp={path / 'basetemp'}", "--libero-scope",
+                           "development", "--libero-task-ids", "3", "--libero-policy", "spy.py:Spy",
+                           "--libero-budget", "decisions", "--libero-max-policy-calls", "2"],
+                          cwd=path, env=env, capture_output=True, text=True, timeout=900)
+    return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
+                            time.monotonic() - started), path
+
+
+def test_a_stale_user_libero_config_cannot_redirect_the_bundled_files(spy_run):
+    result, _ = spy_run  # its LIBERO_CONFIG_PATH names a config whose every folder is missing
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*2 policy calls, 2 action decisions, 10 executed controls*"])
+
+
+def test_the_policy_receives_only_the_contract_and_the_record_keeps_the_rest(spy_run):
     import pickle
 
-    pytester.makepyfile(spy=SPY)
-    result = pytester.runpytest_subprocess(
-        "--libero-scope", "development", "--libero-task-ids", "3", "--libero-policy", "spy.py:Spy",
-        "--libero-budget", "decisions", "--libero-max-policy-calls", "2")
+    result, path = spy_run
     result.assert_outcomes(failed=1)
-    seen = pickle.loads((pytester.path / "policy_inputs.pkl").read_bytes())
+    seen = pickle.loads((path / "policy_inputs.pkl").read_bytes())
     assert [kind for kind, _ in seen] == ["reset", "act", "act"]
     language = seen[0][1]
-    (run_dir,) = run_dirs(pytester.path / "reports")
+    (run_dir,) = run_dirs(path / "reports")
     record = records(run_dir)["libero_10-t03-s00"]
     forbidden = {str(v) for v in record["private"].values()} | {
         record["cell"]["task_name"], record["cell"]["suite"], str(record["cell"]["seed"])}
@@ -194,24 +208,14 @@ class StateProbe:
         pass
 
 
-@pytest.fixture(scope="module")
-def track_service():
-    """One bench service for the state-track episodes (the same cell): it builds the environment once."""
-    service = BenchService(env=service_env(get("libero"), None))
-    try:
-        yield service
-    finally:
-        service.close()
-
-
 @pytest.mark.parametrize("track, dim", [("rgb+proprio", 9), ("openpi-compat", 8)])
-def test_state_tracks_deliver_their_vectors_and_change_the_protocol_identity(track, dim, track_service):
+def test_state_tracks_deliver_their_vectors_and_change_the_protocol_identity(track, dim, libero_10_service):
     protocol = Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5, max_policy_calls=2,
                         track=track)
     assert protocol.identity != Protocol(spec=LIBERO_SPEC, scope="test", budget="decisions", replan_interval=5,
                                          max_policy_calls=2).identity
     probe = StateProbe()
-    result = run_episode(track_service, probe, Cell("libero_10", 0), protocol)
+    result = run_episode(libero_10_service, probe, Cell("libero_10", 0), protocol)
     assert len(probe.states) == 2 and all(s.shape == (dim,) for s in probe.states)
     gripper = probe.states[-1][-2:]
     assert 0.0 < gripper[0] < 0.05 and -0.05 < gripper[1] < 0.0  # open Panda fingers, in metres
