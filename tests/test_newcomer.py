@@ -50,7 +50,9 @@ def test_a_policy_that_cannot_be_built_is_one_line_and_exit_4(pytester, args, ca
                             "takes no keyword 'sed'", "only parameters of build(seed=0)")
     pytester.makepyfile(my_policy=ADAPTER)
     run = pytester.runpytest_subprocess if "-n" in args else pytester.runpytest  # in-process: cheaper
-    result = run(*args, "--libero-output", "out", "-p", "no:cacheprovider")
+    # Under xdist the controller's preflight would build a cell before a worker tried the policy.
+    preflight = ["--libero-preflight", "off"] if "-n" in args else []
+    result = run(*args, *preflight, "--libero-output", "out", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.errlines if line.startswith("ERROR:")]
     assert len(errors) == 1, result.errlines
