@@ -288,8 +288,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     run = config.stash[RUN_KEY]
     config.stash[POLICY_KEY] = _build_policy(config, run)
-    # The first pending cell built on the session's own service (kept for it: plugin/preflight.py).
-    preflight.run_here(config, run, pending, lambda: _new_service(config, run))
+    # The first pending cell built on the session's own service (kept for it: plugin/preflight.py),
+    # among the items that run an episode (a test that only takes the policy builds nothing).
+    episodes = [item.callspec.params["libero_cell"] for item in session.items  # type: ignore[attr-defined]
+                if "libero_episode" in getattr(item, "fixturenames", ())
+                and isinstance(getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell"), Cell)]
+    preflight.run_here(config, run, [cell for cell in episodes if cell.id not in resumed],
+                       lambda: _new_service(config, run))
     preflight.stop_if_failed(config, [item.nodeid for item in session.items], config.stash[RUN_DIR_KEY].path)
 
 
