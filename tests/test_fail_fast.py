@@ -194,6 +194,7 @@ def test_a_prestarted_episode_answers_its_cells_start_once_and_no_other():
     try:
         reply = service.prestart(payload)
         pid = service.pid
+        assert service.started_ahead_s(dict(payload)) > 0.0 and service.started_ahead_s({}) == 0.0
         assert reply["language"] == "stack the red cubes (red)"
         assert service.start(dict(payload)) is reply  # the cell's own start: the episode started ahead
         assert service.start(payload) is not reply  # once only: a start sent to the service

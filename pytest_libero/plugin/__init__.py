@@ -522,8 +522,14 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
 
         # Run again: the earlier attempt's record and video move to attempts/ (kept, not overwritten).
         keep_attempt(request.config.stash[RUN_DIR_KEY].path, libero_cell.id)
+    from pytest_libero.core.rollout import start_payload
+
+    settings = libero_run.episode_settings(libero_cell.suite)
+    # The preflight's build of this cell (its episode is this one) counts in its wall time.
+    ahead = getattr(libero_service, "started_ahead_s", lambda payload: 0.0)(
+        start_payload(libero_cell, libero_run.protocol, settings))
     files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
-                         worker=worker_name(request.config), started=time.time(),
+                         worker=worker_name(request.config), started=time.time() - ahead,
                          compute=record_fields(request.config))
     # The benchmark may refuse a cell (a LIBERO-plus variant whose asset files are missing): it is
     # never run, and recorded unattempted with the reason.
@@ -533,8 +539,8 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
         pytest.skip(refused.message)
     fault: EnvironmentFault | None = None
     try:
-        result = run_episode(libero_service, libero_policy, libero_cell, libero_run.protocol,
-                             libero_run.episode_settings(libero_cell.suite), on_frame=files.frame)
+        result = run_episode(libero_service, libero_policy, libero_cell, libero_run.protocol, settings,
+                             on_frame=files.frame)
     except EnvironmentFault as exc:
         fault, result = exc, exc.partial  # type: ignore[attr-defined]
     host_timing = getattr(libero_policy, "episode_timing", None)  # the policy host's queue wait, batch sizes

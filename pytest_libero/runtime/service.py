@@ -9,6 +9,7 @@ missed its own deadline; a reply in the grace is charged by the engine to whoeve
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -64,8 +65,8 @@ class BenchService:
         self.max_rss_mib = max_rss_mib
         self.recycled = 0
         self._child = Child("pytest_libero.runtime.server", SERVICE_FAULTS, env)
-        # (payload, reply, service pid) of an episode started ahead of its cell (`prestart`).
-        self._started: tuple[dict[str, Any], dict[str, Any], int | None] | None = None
+        # (payload, reply, service pid, seconds it took) of an episode started ahead of its cell (`prestart`).
+        self._started: tuple[dict[str, Any], dict[str, Any], int | None, float] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -95,9 +96,16 @@ class BenchService:
         `start` of the same payload is answered with this reply, so the cell's episode is this one
         (the same build, reset and settling: nothing is done twice). Another `start` starts afresh
         (the service drops the episode started ahead)."""
+        tick = time.monotonic()
         reply = self.start(payload)
-        self._started = (payload, reply, self.pid)
+        self._started = (payload, reply, self.pid, time.monotonic() - tick)
         return reply
+
+    def started_ahead_s(self, payload: dict[str, Any]) -> float:
+        """Seconds the episode of `payload` started ahead took (0.0: none is): its cell's record
+        counts them in its wall time, as if its own `start` had built it."""
+        started = self._started
+        return started[3] if started is not None and started[0] == payload else 0.0
 
     def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]:
         payload = {"chunk": chunk, "deliver": deliver, "frames": frames}
