@@ -135,7 +135,8 @@ def test_a_pinned_run_matches_and_require_reference_stops_at_a_cell_without_one(
     match, images included; the other worker stops after state 2's episode, whose record is written
     (its own outcome kept), and state 3 is never run (not_run). The first worker finishes what it
     was sent, as under -x."""
-    done = run([sys.executable, "-m", "pytest", *RUN, "-n", "2", "--libero-mode", "full", "--libero-schedule",
+    done = run([sys.executable, "-m", "pytest", *RUN, "-n", "2", "--libero-preflight", "off", "--libero-mode", "full",
+                "--libero-schedule",
                 "standard", "--libero-seeds", "20260907", "--libero-scope", "task_coverage", "--libero-suite",
                 "libero_spatial", "--libero-task-ids", "0", "--libero-init-states", "0,1,2,3",
                 "--libero-require-reference", "--libero-output", str(tmp_path / "out")], cwd=tmp_path)

@@ -50,7 +50,9 @@ def test_a_policy_that_cannot_be_built_is_one_line_and_exit_4(pytester, args, ca
                             "takes no keyword 'sed'", "only parameters of build(seed=0)")
     pytester.makepyfile(my_policy=ADAPTER)
     run = pytester.runpytest_subprocess if "-n" in args else pytester.runpytest  # in-process: cheaper
-    result = run(*args, "--libero-output", "out", "-p", "no:cacheprovider")
+    # Under xdist the controller's preflight would build a cell before a worker tried the policy.
+    preflight = ["--libero-preflight", "off"] if "-n" in args else []
+    result = run(*args, *preflight, "--libero-output", "out", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.errlines if line.startswith("ERROR:")]
     assert len(errors) == 1, result.errlines
@@ -104,7 +106,9 @@ def test_paths_that_hold_no_libero_case_fail_with_one_line_saying_why(pytester, 
     """A LIBERO run (its header selects cells) whose named paths hold no LIBERO case: not `collected 0
     items` or a silent pass of the folder's own tests, but exit 4 and the line naming the fix."""
     pytester.makepyfile(test_mine="def test_plain():\n    pass\n")
-    args = ["test_mine.py", "--libero-scope", "development", "-p", "no:cacheprovider", *(["-n", "1"] if xdist else [])]
+    # Under xdist the controller's preflight (before any worker collects) would build a cell first.
+    xdist_args = ["-n", "1", "--libero-preflight", "off"] if xdist else []
+    args = ["test_mine.py", "--libero-scope", "development", "-p", "no:cacheprovider", *xdist_args]
     result = (pytester.runpytest_subprocess if xdist else pytester.runpytest)(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.errlines if line.startswith("ERROR:")]

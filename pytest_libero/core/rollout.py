@@ -181,6 +181,20 @@ def run_episode(service: Service, policy: Any, cell: Cell, protocol: EvalProtoco
             policy_deadline.set_deadline(None)
 
 
+def start_payload(cell: Cell, protocol: EvalProtocol, settings: EpisodeSettings) -> dict[str, Any]:
+    """The bench service's `start` of `cell`'s episode (the preflight sends the same one)."""
+    return {
+        "cell": {"suite": cell.suite, "task_index": cell.task_index, "init_index": cell.init_index,
+                 "seed": cell.seed},
+        "control_cap": protocol.control_cap(cell.suite), "settle_controls": protocol.settle_controls,
+        "settle_action": list(protocol.settle_action or protocol.spec.settle_action),
+        "allow_mismatch": settings.allow_source_mismatch, "track": protocol.track,
+        "reuse_env": settings.reuse_env,
+        # Another benchmark adapter's protocol options (none for libero).
+        **({"options": dict(protocol.benchmark_options)} if protocol.benchmark_options else {}),
+    }
+
+
 class _Rollout:
     """One episode in progress: the engine's state, and the named steps of its loop."""
 
@@ -227,17 +241,8 @@ class _Rollout:
 
     def _start(self) -> tuple[Any, Any]:
         """Start the episode in the service: reset, settle; the first images and state."""
-        cell, protocol, result = self.cell, self.protocol, self.result
-        started = self.service.start({
-            "cell": {"suite": cell.suite, "task_index": cell.task_index, "init_index": cell.init_index,
-                     "seed": cell.seed},
-            "control_cap": result.control_cap, "settle_controls": protocol.settle_controls,
-            "settle_action": list(protocol.settle_action or protocol.spec.settle_action),
-            "allow_mismatch": self.settings.allow_source_mismatch, "track": protocol.track,
-            "reuse_env": self.settings.reuse_env,
-            # Another benchmark adapter's protocol options (none for libero).
-            **({"options": dict(protocol.benchmark_options)} if protocol.benchmark_options else {}),
-        })
+        result = self.result
+        started = self.service.start(start_payload(self.cell, self.protocol, self.settings))
         result.language = started["language"]
         result.settling_controls = started["settling_controls"]
         fingerprint = started.get("fingerprint")

@@ -271,7 +271,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build and check the policy once, before any item runs (in each process that runs items; an
-    xdist controller collects nothing). A policy that cannot be built stops the run: one line, exit 4."""
+    xdist controller collects nothing), then the preflight on the first pending cell. A policy that
+    cannot be built, or a failed preflight, stops the run: one line, exit 4."""
     config = session.config
     if (libero_run_of(config) is None or config.option.collectonly or POLICY_KEY in config.stash
             or hasattr(config, "workerinput")):
@@ -280,12 +281,30 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     resumed = config.stash.get(RESUMED_KEY, frozenset())
     cells = [getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell") for item in session.items]
-    if not any(isinstance(cell, Cell) and cell.id not in resumed for cell in cells):
+    pending = [cell for cell in cells if isinstance(cell, Cell) and cell.id not in resumed]
+    if not pending:
         return  # nothing will run an episode (a resumed run's kept cells build nothing)
-    from pytest_libero.plugin.preflight import stop_if_failed
+    from pytest_libero.plugin import preflight
 
-    stop_if_failed(config, [item.nodeid for item in session.items], config.stash[RUN_DIR_KEY].path)
-    config.stash[POLICY_KEY] = _build_policy(config, config.stash[RUN_KEY])
+    run = config.stash[RUN_KEY]
+    config.stash[POLICY_KEY] = _build_policy(config, run)
+    # The first pending cell built on the session's own service (kept for it: plugin/preflight.py),
+    # among the items that run an episode (a test that only takes the policy builds nothing).
+    episodes = [item.callspec.params["libero_cell"] for item in session.items  # type: ignore[attr-defined]
+                if "libero_episode" in getattr(item, "fixturenames", ())
+                and isinstance(getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell"), Cell)]
+    preflight.run_here(config, run, [cell for cell in episodes if cell.id not in resumed],
+                       lambda: _new_service(config, run))
+    preflight.stop_if_failed(config, [item.nodeid for item in session.items], config.stash[RUN_DIR_KEY].path)
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    """One process: the preflight's line, after `collected N items` (it ran once the selection was known)."""
+    if libero_run_of(config) is None or hasattr(config, "workerinput") or config.pluginmanager.hasplugin("dsession"):
+        return None
+    from pytest_libero.plugin.preflight import header_line
+
+    return header_line(config)
 
 
 def _policy_paths(run: LiberoRun) -> tuple[str, ...]:
@@ -331,19 +350,16 @@ def _build_policy(config: pytest.Config, run: LiberoRun) -> Any:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """The controller's preflight (plugin/preflight.py: its header line). The xdist controller runs
-    no item: it checks what it can without building the policy (the factory loads and takes the
-    kwargs), so that a typo, or a failed preflight, stops the run before any worker starts."""
+    """The xdist controller runs no item: it checks what it can without building the policy (the
+    factory loads and takes the kwargs), then runs the preflight (plugin/preflight.py: its header
+    line), so that a typo, or a failed preflight, stops the run before any worker starts."""
     config = session.config
     run = libero_run_of(config)
     if run is None or hasattr(config, "workerinput"):
         return
-    from pytest_libero.plugin import preflight
-
-    resumed = config.stash.get(RESUMED_KEY, frozenset())
-    preflight.run_checks(config, pending=any(cell.id not in resumed for cell in run.cells))  # its header line
     if not config.pluginmanager.hasplugin("dsession"):
-        return  # one process: a failed preflight stops the run once collection knows the selection
+        return  # one process: the policy and the preflight once collection knows the selection
+    from pytest_libero.plugin import preflight
     from pytest_libero.runtime.policies import build_failure_line, dry_check
 
     spec = run.policy
@@ -362,6 +378,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     except Exception as exc:  # noqa: BLE001 - reported once, as a usage error
         raise pytest.UsageError(build_failure_line(spec, exc)) from None
     # Before any worker starts (the run's cells: -k and -m are applied by the workers' collection).
+    resumed = config.stash.get(RESUMED_KEY, frozenset())
+    preflight.run_for_xdist(config, run, [cell for cell in run.cells if cell.id not in resumed])  # its header line
     preflight.stop_if_failed(config, [cell.id for cell in run.cells], config.stash[RUN_DIR_KEY].path)
     if hosted:
         from pytest_libero.plugin import policy_host
@@ -383,7 +401,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Close a policy built before the run that no item took (-x, a deselected or failed start)."""
+    """Close a policy built before the run that no item took (-x, a deselected or failed start), and
+    the preflight's service if no item took it."""
+    from pytest_libero.plugin.preflight import close_kept
+
+    close_kept(session.config)
     policy = session.config.stash.get(POLICY_KEY, None)
     if policy is not None:
         from pytest_libero.runtime.policies import close_policy
@@ -436,17 +458,25 @@ def libero_source_check(libero_run: LiberoRun, libero_service: Any) -> list[str]
 
 @pytest.fixture(scope="session")
 def libero_service(pytestconfig: pytest.Config, libero_run: LiberoRun) -> Iterator[Any]:
-    """The worker's bench service (a separate simulator process), restarted after a fault."""
+    """The worker's bench service (a separate simulator process), restarted after a fault: the
+    preflight's (holding the first cell's episode) when it kept one, else a new one."""
+    from pytest_libero.plugin.preflight import take_service
+
+    service = take_service(pytestconfig) or _new_service(pytestconfig, libero_run)
+    yield service
+    service.close()
+
+
+def _new_service(config: pytest.Config, run: LiberoRun) -> Any:
+    """A bench service with this process's environment (a worker's; the preflight's in one process)."""
     from pytest_libero import benchmarks
     from pytest_libero.plugin.gpus import service_env
     from pytest_libero.runtime.service import BenchService
 
     # On a GPU worker: render on that GPU (its EGL index); a failed mapping errors every item.
     # The benchmark adapter's service module and settings go in the service's environment.
-    env = dict(service_env(pytestconfig), **benchmarks.service_env(libero_run.adapter, libero_run.context))
-    service = BenchService(timeout_s=libero_run.service_timeout_s, env=env)
-    yield service
-    service.close()
+    env = dict(service_env(config), **benchmarks.service_env(run.adapter, run.context))
+    return BenchService(timeout_s=run.service_timeout_s, env=env)
 
 
 class EpisodeVerdict:
@@ -496,8 +526,14 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
 
         # Run again: the earlier attempt's record and video move to attempts/ (kept, not overwritten).
         keep_attempt(request.config.stash[RUN_DIR_KEY].path, libero_cell.id)
+    from pytest_libero.core.rollout import start_payload
+
+    settings = libero_run.episode_settings(libero_cell.suite)
+    # The preflight's build of this cell (its episode is this one) counts in its wall time.
+    ahead = getattr(libero_service, "started_ahead_s", lambda payload: 0.0)(
+        start_payload(libero_cell, libero_run.protocol, settings))
     files = EpisodeFiles(request.config.stash[RUN_DIR_KEY], libero_run, libero_cell, libero_policy,
-                         worker=worker_name(request.config), started=time.time(),
+                         worker=worker_name(request.config), started=time.time() - ahead,
                          compute=record_fields(request.config))
     # The benchmark may refuse a cell (a LIBERO-plus variant whose asset files are missing): it is
     # never run, and recorded unattempted with the reason.
@@ -507,8 +543,8 @@ def libero_episode(request: pytest.FixtureRequest, libero_cell: Cell, libero_run
         pytest.skip(refused.message)
     fault: EnvironmentFault | None = None
     try:
-        result = run_episode(libero_service, libero_policy, libero_cell, libero_run.protocol,
-                             libero_run.episode_settings(libero_cell.suite), on_frame=files.frame)
+        result = run_episode(libero_service, libero_policy, libero_cell, libero_run.protocol, settings,
+                             on_frame=files.frame)
     except EnvironmentFault as exc:
         fault, result = exc, exc.partial  # type: ignore[attr-defined]
     host_timing = getattr(libero_policy, "episode_timing", None)  # the policy host's queue wait, batch sizes

@@ -139,9 +139,11 @@ def addoptions(parser: pytest.Parser) -> None:
     # Fail fast on a machine that cannot do the work (plugin/preflight.py, plugin/breaker.py).
     from pytest_libero.plugin.breaker import DEFAULT_LIMIT, limit_of
 
-    group.addoption("--libero-preflight", dest="libero_preflight", choices=("render", "off"), default="render",
-                    help="Before any cell, render one frame on each GPU (EGL device) or CPU renderer the run uses; "
-                         "a failure stops the run, exit 4, every cell recorded not_run (default render; off skips it)")
+    group.addoption("--libero-preflight", dest="libero_preflight", choices=("build", "off"), default="build",
+                    help="Before any cell, build the run's first cell (one environment, reset, first frame rendered) "
+                         "on each GPU (EGL device) or CPU renderer the run uses; a failure stops the run, exit 4, "
+                         "every cell recorded not_run (default build; without xdist the first cell reuses it; "
+                         "off skips it)")
     group.addoption("--libero-breaker", dest="libero_breaker", type=limit_of, default=DEFAULT_LIMIT, metavar="N",
                     help=f"Stop the run (exit 2; cells not run recorded not_run) when N cells in a row on a worker "
                          f"end env_error with the same cause (default {DEFAULT_LIMIT}; 0: never)")

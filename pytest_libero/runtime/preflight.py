@@ -1,58 +1,40 @@
-"""The preflight's checks, without pytest: can each render target of a run render at all?
+"""The preflight's checks, without pytest: can each render target of a run build the run's first cell?
 
 A render target is a pinned GPU's EGL device, or the CPU renderer (no GPU). For each one the check
-is what a bench service on it would do first, and nothing of a benchmark: the GPU's EGL device from
-its CUDA index (runtime.gpus.service_env, one EGL probe for every GPU), then a fresh process with the
-bench service's rendering environment that imports MuJoCo, opens an offscreen GL context and renders
-one 16x16 frame of a one-box model. This process never imports the simulator.
+is what a worker on it does first, on the bench service it would get: the GPU's EGL device from its
+CUDA index (runtime.gpus.service_env, one EGL probe for every GPU: fast, and it names libEGL_nvidia
+when EGL cannot map the GPU), then a bench service with that worker's environment (the benchmark's
+service module and settings, the EGL device) is sent the `start` of the run's first cell, the very
+payload that cell's episode sends (core.rollout.start_payload): one environment of the run's
+benchmark built and reset, settled, its first observation rendered with the run's cameras.
 
-What it catches: a GPU that EGL cannot map (no libEGL_nvidia in the container, a GPU hidden from
-EGL), a MuJoCo that does not import, a GL backend (MUJOCO_GL) that cannot make a context. What it
-cannot: anything of a benchmark's own (a missing asset, a task that does not build, a LIBERO
-install that differs): those end cells as env_error, and the breaker (plugin/breaker.py) stops a
-run whose cells all end so. A passing probe is remembered for the rest of the process, by the
-variables that decide rendering (a pytest that runs many sessions in one process pays it once).
+What it catches: a GPU that EGL cannot map, a MuJoCo or benchmark that does not import, a GL backend
+that cannot render, a task that does not build, a missing asset. A cell the benchmark refuses (its
+adapter's `unattempted`) is passed over for the next; installed files that differ from the frozen
+inventory are left to the cells (each reports the mismatch, or runs with
+--libero-allow-source-mismatch). The controller never imports the simulator: the service does.
+
+Cost. One process (no xdist): the service that built the first cell is kept (`Checked.kept`) and
+the worker's session uses it: the first cell's `start` is answered with the reply of the episode
+started here (BenchService.prestart), so nothing is built twice and the first record is the one it
+would have been. Under xdist the controller starts one service per target, all at once, and closes
+them: that build is the preflight's whole cost (printed).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_libero.core.cells import Cell
 from pytest_libero.errors import EnvironmentFault
 from pytest_libero.runtime import gpus
-
-PROBE_TIMEOUT_S = 120.0
-
-_RENDER = r"""
-import os
-os.environ.setdefault("MUJOCO_GL", "egl")
-if os.environ["MUJOCO_GL"] in ("egl", "osmesa"):
-    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
-import mujoco
-model = mujoco.MjModel.from_xml_string(
-    '<mujoco><worldbody><light pos="0 0 1"/><geom type="box" size=".1 .1 .1" rgba="1 0 0 1"/></worldbody></mujoco>')
-data = mujoco.MjData(model)
-renderer = mujoco.Renderer(model, 16, 16)
-mujoco.mj_forward(model, data)
-renderer.update_scene(data)
-image = renderer.render()
-renderer.close()
-assert image.shape == (16, 16, 3), image.shape
-print(f"PREFLIGHT-RENDERED mujoco {mujoco.__version__}, max pixel {int(image.max())}")
-"""
-
-_PASSED: set[frozenset[tuple[str, str]]] = set()  # rendering environments whose probe passed in this process
-# The variables that decide how a process renders (the GL backend and device, the libraries it loads,
-# the MuJoCo it imports): a probe that passed is not repeated for the same ones (HOME, PATH and the
-# like differ between pytester's sessions and change nothing here).
-_RENDERING = re.compile(r"MUJOCO_|PYOPENGL_|CUDA_|NVIDIA_|__EGL_|__GLX_|EGL_|LIBGL_|MESA_|GALLIUM_|LP_|"
-                        r"LD_LIBRARY_PATH$|LD_PRELOAD$|PYTHONPATH$|PYTHONHOME$|VIRTUAL_ENV$|DISPLAY$")
+from pytest_libero.runtime.service import BenchService
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +54,36 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
+class Job:
+    """What every target builds: the run's benchmark, its pending cells (the first selected first),
+    each cell's `start` payload, and whether the benchmark refuses a cell (None: it does not)."""
+
+    benchmark: str
+    cells: Sequence[Cell]
+    payload: Callable[[Cell], dict[str, Any]]
+    refused: Callable[[Any, Cell], Any]  # (service, cell): why the benchmark will not run it (None: it will)
+    allow_source_mismatch: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Checked:
-    """What the preflight found: each target's line, the first failure (None: all passed), the cost."""
+    """What the preflight found: each target's line, the first failure (None: all passed), the cost,
+    and the one service kept for the session (one process: it holds the first cell's episode)."""
 
     lines: tuple[str, ...]
     failure: str | None
     seconds: float
+    kept: BenchService | None = None
+
+
+# Opens the bench service a worker on a target gets: (service, the EGL device it renders on).
+OpenService = Callable[[Target, list[dict[str, Any]] | None], tuple[BenchService, int | None]]
+
+RENDER_FIX = ("check that MuJoCo imports and renders here (MUJOCO_GL=egl needs an EGL library: Mesa's libEGL_mesa "
+              "on the CPU, the driver's libEGL_nvidia on an NVIDIA GPU; MUJOCO_GL=osmesa renders on the CPU "
+              "without EGL)")
+BUILD_FIX = ("fix the benchmark's install or the file named (`python -m pytest_libero doctor` builds its reference "
+             f"cells one by one and compares them), and {RENDER_FIX}")
 
 
 def targets(used: list[dict[str, Any] | None]) -> list[Target]:
@@ -88,50 +94,74 @@ def targets(used: list[dict[str, Any] | None]) -> list[Target]:
     return list(seen.values())
 
 
-def render_probe(extra_env: dict[str, str]) -> str:
-    """Render one frame in a fresh process with the bench service's `extra_env`; its line, or
-    EnvironmentFault with the probe's error."""
-    env = dict(os.environ, **extra_env)
-    key = frozenset([("python", sys.executable), *((k, v) for k, v in env.items() if _RENDERING.match(k))])
-    if key in _PASSED:
-        return "rendered a frame (checked earlier in this process)"
+def build_first(service: BenchService, job: Job) -> str:
+    """Start the first cell of `job` the benchmark does not refuse on `service` (its episode is kept
+    for that cell: BenchService.prestart); what was built. EnvironmentFault names the cell."""
+    cell_id = job.cells[0].id if job.cells else "(none)"
     try:
-        done = subprocess.run([sys.executable, "-c", _RENDER], env=env, capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise EnvironmentFault(f"rendering one frame took over {PROBE_TIMEOUT_S:g} s") from None
-    except OSError as exc:
-        raise EnvironmentFault(f"the render probe could not start: {exc}") from exc
-    for line in done.stdout.splitlines():
-        if line.startswith("PREFLIGHT-RENDERED "):
-            _PASSED.add(key)
-            return f"rendered a frame ({line.split(' ', 1)[1]})"
-    said = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
-    # The exception's own line (the traceback above it is the probe's, not the user's).
-    raise EnvironmentFault(f"MuJoCo could not render one frame (probe exit {done.returncode}): {said[-1][-800:]}")
+        if service.check_sources() is not None and not job.allow_source_mismatch:
+            return ("installed files differ from the frozen inventory: nothing built (each cell reports the "
+                    "mismatch; --libero-allow-source-mismatch runs them)")
+        for cell in job.cells:
+            cell_id = cell.id
+            if job.refused(service, cell) is not None:
+                continue  # recorded unattempted by its own item; the next cell is what runs first
+            tick = time.perf_counter()
+            service.prestart(job.payload(cell))
+            took = time.perf_counter() - tick
+            return f"built {job.benchmark} {cell.id} (reset, settled, first frame rendered: {took:.1f} s)"
+    except EnvironmentFault as exc:
+        cause = str(exc).split("\n", 1)[0]  # the exception's own line (the trace is the service's)
+        raise EnvironmentFault(f"cannot build {job.benchmark} cell {cell_id}: {cause}") from exc
+    return f"every {job.benchmark} cell is refused by the benchmark: nothing built"
 
 
-RENDER_FIX = ("check that MuJoCo imports and renders here (MUJOCO_GL=egl needs an EGL library: Mesa's libEGL_mesa "
-              "on the CPU, the driver's libEGL_nvidia on an NVIDIA GPU; MUJOCO_GL=osmesa renders on the CPU "
-              "without EGL)")
-
-
-def check(found: list[Target]) -> Checked:
-    """Check each target in turn, stopping at the first that fails."""
-    tick = time.perf_counter()
-    lines: list[str] = []
-    devices: list[dict[str, Any]] | None = None
-    for target in found:
-        egl: int | None = None
+def _one(target: Target, job: Job, devices: list[dict[str, Any]] | None, open_service: OpenService,
+         keep: bool) -> tuple[str | None, str | None, BenchService | None]:
+    """(line, failure, kept service) of one target; a service not kept is closed."""
+    egl: int | None = None
+    service: BenchService | None = None
+    try:
         try:
-            if target.gpu is not None and gpus.rendering_backend() == "egl" and devices is None:
-                devices = gpus.probe_egl_devices(gpus.probe_environment(os.environ))  # once for every GPU
-            env, egl = gpus.service_env(target.gpu, devices)
-            line = render_probe(env)
-        except EnvironmentFault as exc:
+            service, egl = open_service(target, devices)
+        except EnvironmentFault as exc:  # the EGL mapping (runtime.gpus.service_env)
             cause = re.sub(r"^cannot render on GPU [^:]*: ", "", str(exc))  # said once, below
             fix = "" if "libEGL_nvidia" in cause else f"; {RENDER_FIX}"
-            return Checked(tuple(lines), f"cannot render on {target.describe(egl)}: {cause}{fix}",
-                           time.perf_counter() - tick)
-        lines.append(f"{target.describe(egl)} {line}")
-    return Checked(tuple(lines), None, time.perf_counter() - tick)
+            return None, f"cannot render on {target.describe(egl)}: {cause}{fix}", None
+        try:
+            built = build_first(service, job)
+        except EnvironmentFault as exc:
+            return None, f"{exc} (on {target.describe(egl)}); {BUILD_FIX}", None
+        line = f"{target.describe(egl)} {built}"
+        if keep:
+            service, kept = None, service  # not closed below: the session's worker takes it
+            return line, None, kept
+        return line, None, None
+    finally:
+        if service is not None:
+            service.close()
+
+
+def check(found: list[Target], job: Job, open_service: OpenService, keep: bool = False) -> Checked:
+    """Build the first cell on every target, all at once; the first failure in target order.
+
+    `keep` (one target: the session's own process, whose `open_service` maps its GPU itself): the
+    service is kept for the session instead of closed, and no EGL probe is made here."""
+    tick = time.perf_counter()
+    devices: list[dict[str, Any]] | None = None
+    try:
+        if not keep and any(t.gpu is not None for t in found) and gpus.rendering_backend() == "egl":
+            devices = gpus.probe_egl_devices(gpus.probe_environment(os.environ))  # once for every GPU
+    except EnvironmentFault as exc:
+        first = next(t for t in found if t.gpu is not None)
+        return Checked((), f"cannot render on {first.describe()}: {exc}; {RENDER_FIX}", time.perf_counter() - tick)
+    keep = keep and len(found) == 1
+    with ThreadPoolExecutor(max_workers=max(1, len(found)), thread_name_prefix="libero-preflight") as pool:
+        done = list(pool.map(lambda t: _one(t, job, devices, open_service, keep), found))
+    lines = tuple(line for line, _, _ in done if line is not None)
+    failure = next((failure for _, failure, _ in done if failure is not None), None)
+    kept = next((service for _, _, service in done if service is not None), None)
+    if failure is not None and kept is not None:
+        kept.close()
+        kept = None
+    return Checked(lines, failure, time.perf_counter() - tick, kept)

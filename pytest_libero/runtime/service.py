@@ -9,6 +9,7 @@ missed its own deadline; a reply in the grace is charged by the engine to whoeve
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,8 @@ class BenchService:
         self.max_rss_mib = max_rss_mib
         self.recycled = 0
         self._child = Child("pytest_libero.runtime.server", SERVICE_FAULTS, env)
+        # (payload, reply, service pid, seconds it took) of an episode started ahead of its cell (`prestart`).
+        self._started: tuple[dict[str, Any], dict[str, Any], int | None, float] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -81,7 +84,28 @@ class BenchService:
         return self._child.request(op, payload, self.timeout_s if timeout_s is None else timeout_s)
 
     def start(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Start an episode: reset, settle, the first observation. The reply of an episode started
+        ahead with this very payload (`prestart`) in this same service process is that episode's."""
+        started, self._started = self._started, None
+        if started is not None and started[0] == payload and self.pid is not None and started[2] == self.pid:
+            return started[1]
         return self.request("start", payload)  # type: ignore[no-any-return]
+
+    def prestart(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Start an episode ahead of its cell (the preflight builds the run's first cell): the next
+        `start` of the same payload is answered with this reply, so the cell's episode is this one
+        (the same build, reset and settling: nothing is done twice). Another `start` starts afresh
+        (the service drops the episode started ahead)."""
+        tick = time.monotonic()
+        reply = self.start(payload)
+        self._started = (payload, reply, self.pid, time.monotonic() - tick)
+        return reply
+
+    def started_ahead_s(self, payload: dict[str, Any]) -> float:
+        """Seconds the episode of `payload` started ahead took (0.0: none is): its cell's record
+        counts them in its wall time, as if its own `start` had built it."""
+        started = self._started
+        return started[3] if started is not None and started[0] == payload else 0.0
 
     def submit(self, chunk: np.ndarray, deliver: bool, frames: bool = False) -> dict[str, Any]:
         payload = {"chunk": chunk, "deliver": deliver, "frames": frames}
@@ -106,4 +130,5 @@ class BenchService:
             self.recycled += 1
 
     def close(self) -> None:
+        self._started = None
         self._child.close(timeout_s=10)
