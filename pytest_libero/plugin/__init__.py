@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -26,8 +25,9 @@ import pytest
 from pytest_libero.core.cells import Cell
 from pytest_libero.core.outcomes import COMPLETED, Outcome
 from pytest_libero.errors import EnvironmentFault, InventoryMismatch, PolicyLoadError
-from pytest_libero.plugin.options import LiberoRun, addoptions, all_suites, build_run, hook_names, is_libero_run
+from pytest_libero.plugin.options import LiberoRun, addoptions, all_suites, build_run, is_libero_run
 from pytest_libero.plugin.options import no_case_line, with_recorded_options
+from pytest_libero.plugin.policy_build import build_policy, policy_paths
 from pytest_libero.results.records import RunDir, new_run_id, profile_slug
 
 RUN_KEY = pytest.StashKey[LiberoRun]()
@@ -40,6 +40,11 @@ POLICY_KEY = pytest.StashKey[Any]()  # the policy built before the first item, u
 
 NOT_A_LIBERO_RUN = ("not a LIBERO run: give a --libero-* option such as --libero-scope development, "
                     "select cells with -m libero, or set libero = true in the pytest ini")
+
+
+def _cell_of(item: pytest.Item) -> Any:
+    """The `libero_cell` an item is parametrized with (None for any other item)."""
+    return getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell")
 
 
 def libero_run_of(config: pytest.Config) -> LiberoRun | None:
@@ -178,7 +183,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
-    cell = getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell")
+    cell = _cell_of(item)
     run = libero_run_of(item.config)
     if isinstance(cell, Cell) and run is not None:  # not pytest's placeholder of an empty parametrization
         item.extra_keyword_matches.update(run.adapter.keywords(cell))
@@ -261,7 +266,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     run = libero_run_of(config)
     if run is None or not run.cells or hasattr(config, "workerinput"):
         return
-    if any(isinstance(getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell"), Cell)
+    if any(isinstance(_cell_of(item), Cell)
            for item in items):
         return
     raise pytest.UsageError(no_case_line(config, len(run.cells)))
@@ -280,19 +285,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         # here would end the worker).
         return
     resumed = config.stash.get(RESUMED_KEY, frozenset())
-    cells = [getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell") for item in session.items]
+    cells = [_cell_of(item) for item in session.items]
     pending = [cell for cell in cells if isinstance(cell, Cell) and cell.id not in resumed]
     if not pending:
         return  # nothing will run an episode (a resumed run's kept cells build nothing)
     from pytest_libero.plugin import preflight
 
     run = config.stash[RUN_KEY]
-    config.stash[POLICY_KEY] = _build_policy(config, run)
+    config.stash[POLICY_KEY] = build_policy(config, run)
     # The first pending cell built on the session's own service (kept for it: plugin/preflight.py),
     # among the items that run an episode (a test that only takes the policy builds nothing).
-    episodes = [item.callspec.params["libero_cell"] for item in session.items  # type: ignore[attr-defined]
-                if "libero_episode" in getattr(item, "fixturenames", ())
-                and isinstance(getattr(getattr(item, "callspec", None), "params", {}).get("libero_cell"), Cell)]
+    episodes = [cell for item in session.items
+                if "libero_episode" in getattr(item, "fixturenames", ()) and isinstance(cell := _cell_of(item), Cell)]
     preflight.run_here(config, run, [cell for cell in episodes if cell.id not in resumed],
                        lambda: _new_service(config, run))
     preflight.stop_if_failed(config, [item.nodeid for item in session.items], config.stash[RUN_DIR_KEY].path)
@@ -307,48 +311,6 @@ def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
     return header_line(config)
 
 
-def _policy_paths(run: LiberoRun) -> tuple[str, ...]:
-    return tuple(getattr(run.adapter, "policy_paths", lambda context: ())(run.context))
-
-
-def _add_policy_paths(run: LiberoRun) -> None:
-    """A benchmark may make modules of its own importable to policies (optional `policy_paths(context)`:
-    RoboMemArena's adapters import its policy_adapter from the checkout)."""
-    for path in _policy_paths(run):
-        if path not in sys.path:
-            sys.path.append(path)
-
-
-def _build_policy(config: pytest.Config, run: LiberoRun) -> Any:
-    """The checked policy (reset and act; close optional), or a pytest.UsageError of one line."""
-    from pytest_libero.runtime.policies import build_failure_line, check_policy_object, close_policy
-    from pytest_libero.runtime.policies import unknown_policy_message
-
-    spec = run.policy
-    policy: Any = None
-    _add_policy_paths(run)
-    try:
-        if run.isolation == "process":
-            from pytest_libero.runtime.isolation import ProcessPolicy
-
-            policy = ProcessPolicy(spec, timeout_s=run.policy_timeout_s, python=run.policy_python)
-        elif run.isolation == "host":
-            from pytest_libero.plugin import policy_host
-            from pytest_libero.plugin.gpus import pinned
-
-            policy = policy_host.client(config, run, _policy_paths(run), pinned(config))
-        else:
-            policy = config.hook.pytest_libero_make_policy(config=config, spec=spec)
-            if policy is None:
-                raise PolicyLoadError(unknown_policy_message(spec.name, hook_names(config)))
-        return check_policy_object(policy, spec)
-    except Exception as exc:  # noqa: BLE001 - any failure to build is the user's to fix, reported once
-        if policy is not None:
-            with contextlib.suppress(Exception):  # a failing close() never hides the real cause
-                close_policy(policy)
-        raise pytest.UsageError(build_failure_line(spec, exc)) from None
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The xdist controller runs no item: it checks what it can without building the policy (the
     factory loads and takes the kwargs), then runs the preflight (plugin/preflight.py: its header
@@ -360,23 +322,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not config.pluginmanager.hasplugin("dsession"):
         return  # one process: the policy and the preflight once collection knows the selection
     from pytest_libero.plugin import preflight
-    from pytest_libero.runtime.policies import build_failure_line, dry_check
+    from pytest_libero.plugin.policy_build import check_on_controller
 
-    spec = run.policy
-    _add_policy_paths(run)
     hosted = run.isolation == "host" and not config.option.collectonly
-    try:
-        if run.policy_python is None:
-            dry_check(spec)
-        elif not hosted:  # the factory loads in the policy's interpreter, not this one
-            from pytest_libero.runtime.isolation import check_in
-
-            check_in(run.policy_python, spec, _policy_paths(run))
-        # else the host builds it in that interpreter below, before any worker, a failure the same
-        # usage error: a check first would start that interpreter twice (a LeRobot policy's imports
-        # alone cost 10-30 s of CPU).
-    except Exception as exc:  # noqa: BLE001 - reported once, as a usage error
-        raise pytest.UsageError(build_failure_line(spec, exc)) from None
+    check_on_controller(config, run, hosted)
     # Before any worker starts (the run's cells: -k and -m are applied by the workers' collection).
     resumed = config.stash.get(RESUMED_KEY, frozenset())
     preflight.run_for_xdist(config, run, [cell for cell in run.cells if cell.id not in resumed])  # its header line
@@ -384,10 +333,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if hosted:
         from pytest_libero.plugin import policy_host
 
+        from pytest_libero.runtime.policies import build_failure_line
+
         try:
-            policy_host.start_for_xdist(config, run, _policy_paths(run))  # built before any worker starts
+            policy_host.start_for_xdist(config, run, policy_paths(run))  # built before any worker starts
         except Exception as exc:  # noqa: BLE001 - reported once, as a usage error
-            raise pytest.UsageError(build_failure_line(spec, exc)) from None
+            raise pytest.UsageError(build_failure_line(run.policy, exc)) from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -427,7 +378,7 @@ def libero_policy(request: pytest.FixtureRequest, pytestconfig: pytest.Config, l
     policy = pytestconfig.stash.get(POLICY_KEY, None)
     if policy is None:  # an xdist worker: a build failure errors its item with the one line and stops
         try:             # the run (the controller ends it with exit 4; see Accounting.pytest_sessionfinish)
-            policy = _build_policy(pytestconfig, libero_run)
+            policy = build_policy(pytestconfig, libero_run)
         except pytest.UsageError as exc:
             request.session.shouldstop = str(exc)
             raise PolicyNotBuilt(str(exc)) from None
