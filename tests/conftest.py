@@ -22,10 +22,31 @@ pytest_plugins = ["pytester"]
 # test_gpus.py checks a run started with them set still records worker main).
 XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 
+# The PYTEST_ADDOPTS of every pytest run the tests make (this process's own options were read before
+# this conftest: its xdist workers take the controller's, not these), in place of an outer value,
+# which never reaches them. Each of those runs loads every installed pytest plugin; anyio's (installed
+# with the test extras for vla-eval and MLflow) imports trio (installed for selenium) and costs about
+# 0.5 s of CPU per process, a third of a toy run's start, and no run the tests make uses it.
+# pytester's runs get it too (the `pytester` fixture below: Pytester drops PYTEST_ADDOPTS).
+CHILD_ADDOPTS = "-p no:anyio"
+
+# Where every process the tests start keeps its byte-code (PYTHONPYCACHEPREFIX: a tree beside the
+# LeRobot venvs, mirroring each source's absolute path), in place of PYTHONDONTWRITEBYTECODE, which
+# this machine's environment sets: with it, every pytest run the tests make compiled this suite's
+# modules and pytest rewrote and compiled each plugin's anew, and every bench service compiled what
+# it imports, hundreds of times a gate. Under the prefix they are compiled once (stale files are
+# recompiled as always: a .pyc names its source's size and time), and no __pycache__ appears in
+# this checkout, a test's project folder or a RoboMemArena checkout. A user's shell made by a test
+# (test_packaging.user_env) has neither variable.
+PYCACHE_PREFIX = Path(os.environ.get("PYTEST_LIBERO_PYCACHE", Path.home() / ".cache" / "pytest-libero" / "pycache"))
+
 
 def pytest_configure(config: pytest.Config) -> None:
     for name in XDIST_WORKER_VARIABLES:
         os.environ.pop(name, None)
+    os.environ["PYTEST_ADDOPTS"] = CHILD_ADDOPTS
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(PYCACHE_PREFIX)
     config.addinivalue_line("markers", "real_libero: runs real LIBERO rollouts (CPU rendering; slower)")
     config.addinivalue_line("markers", "lerobot: builds (once, cached by its requirements) a LeRobot 0.4.4 venv from "
                                        "the package index and runs small random LeRobot policies")
@@ -90,16 +111,24 @@ def made_once_per_run(config: pytest.Config, tmp_path_factory: pytest.TempPathFa
         made.touch()
 
 
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester's, whose runs get CHILD_ADDOPTS as every other run the tests make (Pytester drops
+    PYTEST_ADDOPTS when it is made; this puts CHILD_ADDOPTS back, undone before Pytester's own undo)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_ADDOPTS)
+    return pytester
+
+
 @pytest.fixture(scope="session")
 def zero_development_run(request: pytest.FixtureRequest,
                          tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, Path]:
     """ZERO_DEVELOPMENT_RUN in a subprocess, as Pytester.runpytest_subprocess runs it (an empty folder
-    that is also HOME, outer PYTEST_ADDOPTS dropped, no colours): its result and its folder. Made once
+    that is also HOME, CHILD_ADDOPTS, no colours): its result and its folder. Made once
     per test run (made_once_per_run: its four files can land on both workers); its tests only read it."""
     with made_once_per_run(request.config, tmp_path_factory, "zero_development_run") as (path, made):
         saved = path / "result.json"
         if not made:
-            env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+            env = {k: v for k, v in os.environ.items() if k != "TOX_ENV_DIR"}
             env.update(HOME=str(path), USERPROFILE=str(path), PY_COLORS="0")
             started = time.monotonic()
             done = subprocess.run([sys.executable, "-mpytest", f"--basetemp={path / 'basetemp'}",

@@ -88,7 +88,8 @@ def _save_policy_atomically(folder: Path, make: Callable[[Path], bool]) -> bool:
 
 
 # Run in the venv once, after the install, with byte-code writing on: the modules the policy's child,
-# the policy maker and the differential test import get their .pyc files. Neither pip's --no-compile
+# the policy maker and the differential test import get their .pyc files (under the tests' PYTHONPYCACHEPREFIX,
+# conftest.PYCACHE_PREFIX, where the later processes look for them). Neither pip's --no-compile
 # nor uv writes any, and where PYTHONDONTWRITEBYTECODE is set (this machine's environment sets it)
 # no process writes them later either: every LeRobot process then compiles the 3,500 modules that
 # `lerobot.policies.factory` pulls in (torch, torch._dynamo through torchvision.ops, datasets, pandas)

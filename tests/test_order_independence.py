@@ -35,7 +35,7 @@ ZERO_DEVELOPMENT_ARGS = ("--libero-scope", "development", "--libero-policy", "ze
 
 
 def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+    env = {k: v for k, v in os.environ.items() if k != "TOX_ENV_DIR"}  # PYTEST_ADDOPTS: conftest's CHILD_ADDOPTS
     return dict(env, HOME=str(home), USERPROFILE=str(home), PY_COLORS="0")
 
 

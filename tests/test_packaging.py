@@ -106,9 +106,11 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
 def user_env(venv: Path, path_first: Path | None = None) -> dict[str, str]:
     """A user's shell with `venv` activated: nothing of this checkout or of the pytest running this
     test (its PYTEST_* variables, an xdist worker's id) leaks in, nor an outer PYTHONDONTWRITEBYTECODE
-    (the venv is installed without bytecode: its processes cache what they compile)."""
+    or the tests' PYTHONPYCACHEPREFIX (the venv is installed without bytecode: its processes cache what
+    they compile, beside it)."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "COV_CORE_SOURCE", "PYTHONDONTWRITEBYTECODE")
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "COV_CORE_SOURCE", "PYTHONDONTWRITEBYTECODE",
+                        "PYTHONPYCACHEPREFIX")
            and not k.startswith("PYTEST_")}
     bins = [str(path_first)] if path_first else []
     env.update(VIRTUAL_ENV=str(venv), PATH=os.pathsep.join([*bins, str(venv / "bin"), env.get("PATH", "")]))

@@ -149,7 +149,7 @@ def spy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult,
     (path / "spy.py").write_text(SPY)
     (path / "stale-config").mkdir()
     (path / "stale-config" / "config.yaml").write_text(STALE_CONFIG)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+    env = {k: v for k, v in os.environ.items() if k != "TOX_ENV_DIR"}  # PYTEST_ADDOPTS: conftest's CHILD_ADDOPTS
     env.update(HOME=str(path), USERPROFILE=str(path), PY_COLORS="0", LIBERO_CONFIG_PATH=str(path / "stale-config"))
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-mpytest", f"--basetemp={path / 'basetemp'}", "--libero-scope",

@@ -60,10 +60,10 @@ def e_b(k: int) -> float:
 
 
 def run(path: Path, *args: str) -> pytest.RunResult:
-    """One pytest run in `path` (a fresh process; outer PYTEST_ADDOPTS dropped, no colours). Paths go
+    """One pytest run in `path` (a fresh process; conftest's CHILD_ADDOPTS, no colours). Paths go
     as --option=PATH: written with a space, pytest would take one for its rootdir (known-limitations.md)."""
     path.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+    env = {k: v for k, v in os.environ.items() if k != "TOX_ENV_DIR"}  # PYTEST_ADDOPTS: conftest's CHILD_ADDOPTS
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=path,
                           env=dict(env, PY_COLORS="0"), capture_output=True, text=True, timeout=900)
