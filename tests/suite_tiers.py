@@ -36,9 +36,6 @@ TESTS = Path(__file__).resolve().parent
 # test_robomemarena_real.py at 10.8% and test_packaging.py at 10.2%, so until those are split or
 # share their setups the line is 15%.
 BUDGET_SHARE = 0.15
-# The full gate's own selection (README's CI command): the LeRobot venv tests stay out of it until
-# the gate has the minutes they cost (docs/testing.md); `-m lerobot` runs them.
-GATE_MARKEXPR = "not lerobot"
 REAL = "real_libero"
 SLOW = "slow"  # no simulator, but minutes all the same (a wheel built and installed into a fresh venv)
 SLOW_MARKERS = (REAL, "slurm", "browser", SLOW)  # a test with none of these is `fast`
@@ -92,7 +89,7 @@ def over_budget(durations: dict[str, float], share: float = BUDGET_SHARE) -> lis
 def is_full_gate(config: pytest.Config, tests: Path = TESTS) -> bool:
     """Whether this run is the whole suite: the `tests` folder alone, nothing selected away."""
     option = config.option
-    if getattr(option, "markexpr", "") not in ("", GATE_MARKEXPR) or getattr(option, "keyword", "") \
+    if getattr(option, "markexpr", "") or getattr(option, "keyword", "") \
             or getattr(option, "deselect", None):
         return False
     if getattr(option, "lf", False) or getattr(option, "failedfirst", False) or getattr(option, "exitfirst", False):

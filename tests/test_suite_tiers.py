@@ -98,8 +98,6 @@ def test_the_full_gate_fails_naming_the_file_over_its_share_and_a_selection_does
     result.stdout.fnmatch_lines(["*time per test file (full gate; budget 60% of * s each)*",
                                  "*FAILED budget: tests/test_slow.py took * s, *% of the suite's * s (at most 60%)*"])
     assert "test_quick.py took" not in result.stdout.str()
-    gate = inner.runpytest("tests", "-m", suite_tiers.GATE_MARKEXPR, "-p", "no:cacheprovider")  # README's CI selection
-    assert gate.ret == pytest.ExitCode.TESTS_FAILED and "FAILED budget: tests/test_slow.py" in gate.stdout.str()
     for selection in (["tests/test_slow.py"], ["tests", "-m", "fast"]):
         again = inner.runpytest(*selection, "-p", "no:cacheprovider")
         assert again.ret == pytest.ExitCode.OK, (selection, again.stdout.str())
