@@ -9,6 +9,11 @@ pytest_libero.runtime.server.NO_SIMULATOR_ENV names a record file, so every benc
 notes it there, and this process refuses it too; the test then fails at teardown naming the marker.
 A service kept alive across tests refuses or runs as the test that started it was marked.
 
+Isolation. Each test gives back the process environment it found (restore_environ, after its
+fixtures' teardown): what one test set (the in-process simulator's LIBERO_CONFIG_PATH, a pinned
+worker's CUDA_DEVICE_ORDER) would otherwise reach the later tests of its worker and the pytest runs
+they start, so that a file's result would depend on which files its worker ran before.
+
 Budget. In the full gate (README's CI command: every test of tests/, no selection) the run fails
 when one test file's summed setup, call and teardown time is over BUDGET_SHARE of all files' time,
 naming the file, so a slow file is seen the day it lands. Shares, not seconds: a loaded machine
@@ -64,6 +69,15 @@ def areas_of(file_name: str) -> list[str]:
 def unmarked_simulator_message(nodeid: str, record: str) -> str:
     return (f"{nodeid} is not marked {REAL} but tried to run the simulator, which the fast tier must not: "
             f"add @pytest.mark.{REAL} (or the module's pytestmark). Refused ({NO_SIMULATOR_ENV}):\n{record}")
+
+
+def restore_environ(before: dict[str, str]) -> None:
+    """Make os.environ what `before` (a copy of it) held: added names dropped, the others set back."""
+    for name in [name for name in os.environ if name not in before]:
+        del os.environ[name]
+    for name, value in before.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 @dataclass(frozen=True)
@@ -136,8 +150,9 @@ class SuiteTiers:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
         """The test's whole run (its fixtures' setup and teardown included) under the refusal,
-        unless it is marked real_libero; the outer value comes back after (nested pytest runs)."""
-        before = os.environ.get(NO_SIMULATOR_ENV)
+        unless it is marked real_libero; the environment it found comes back after (the outer
+        refusal's value in nested pytest runs, and whatever the test set)."""
+        before = dict(os.environ)
         refuse = None
         if item.get_closest_marker(REAL):
             os.environ.pop(NO_SIMULATOR_ENV, None)
@@ -153,10 +168,7 @@ class SuiteTiers:
         finally:
             if refuse is not None and refuse in sys.meta_path:
                 sys.meta_path.remove(refuse)
-            if before is None:
-                os.environ.pop(NO_SIMULATOR_ENV, None)
-            else:
-                os.environ[NO_SIMULATOR_ENV] = before
+            restore_environ(before)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:

@@ -117,7 +117,10 @@ def test_the_verdict_is_the_same_under_xdist(env, run_a, stopped, tmp_path):
     found = records(folder)
     ran = {cell for cell, r in found.items() if r["outcome"]["outcome"] != "not_run"}
     assert ran - {step["cell"] for step in block["steps"]} == set(block["not_counted"])
-    assert {r["outcome"]["message"] for c, r in found.items() if c not in ran} == {STOP}
+    # The rest is not run, with the reason; on a busy machine the workers may have run all 24 cells
+    # (a toy episode takes milliseconds) before the controller read the 16th report: then none is left.
+    assert block["stopped"] and len(found) == CELLS
+    assert {r["outcome"]["message"] for c, r in found.items() if c not in ran} <= {STOP}
 
 
 def test_report_rebuilds_the_block_and_the_page_plots_it(stopped, tmp_path, env):

@@ -90,6 +90,28 @@ def test_an_unmarked_test_whose_service_refused_fails_naming_the_marker_and_a_ma
     fast.stdout.fnmatch_lines(["*2/3 tests collected (1 deselected)*"])
 
 
+def test_what_a_test_sets_in_the_environment_does_not_reach_the_next_test(inner, monkeypatch):
+    # Here too: a real_libero test's in-process simulator sets LIBERO_CONFIG_PATH, and a later file's
+    # nested run (test_liberoplus_real.py's adversary) found it in its policy's process.
+    monkeypatch.setenv("PYTEST_LIBERO_OUTER", "outer")
+    monkeypatch.delenv("PYTEST_LIBERO_LEAKED", raising=False)
+    (inner.path / "tests" / "test_env.py").write_text(
+        "import os, pytest\n"
+        "@pytest.fixture\n"
+        "def sets_too():\n"
+        "    os.environ['PYTEST_LIBERO_FROM_FIXTURE'] = '1'\n"
+        "    yield\n"
+        "def test_sets(sets_too):\n"
+        "    os.environ['PYTEST_LIBERO_LEAKED'] = '1'\n"
+        "    os.environ['PYTEST_LIBERO_OUTER'] = 'changed'\n"
+        "def test_next_sees_the_environment_the_first_found():\n"
+        "    assert 'PYTEST_LIBERO_LEAKED' not in os.environ and 'PYTEST_LIBERO_FROM_FIXTURE' not in os.environ\n"
+        "    assert os.environ['PYTEST_LIBERO_OUTER'] == 'outer'\n")
+    result = inner.runpytest("tests/test_env.py", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    assert os.environ["PYTEST_LIBERO_OUTER"] == "outer" and "PYTEST_LIBERO_LEAKED" not in os.environ
+
+
 def test_the_full_gate_fails_naming_the_file_over_its_share_and_a_selection_does_not(inner):
     (inner.path / "tests" / "test_slow.py").write_text("import time\ndef test_slow():\n    time.sleep(1.2)\n")
     (inner.path / "tests" / "test_quick.py").write_text("def test_quick():\n    pass\n")
