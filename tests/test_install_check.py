@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from pytest_libero.core.fingerprint import (Check, Reference, check, image_summary, images_summary, likely_cause,
-                                            load_references, probe_actions, protocol_key, renderer_family)
+                                            load_references, machine_description, probe_actions, protocol_key,
+                                            renderer_family)
 from pytest_libero.results.install import html_block, install_block, lines
 
 LLVMPIPE = "llvmpipe (LLVM 15.0.6, 256 bits)"
@@ -49,6 +50,54 @@ def test_a_settled_state_that_differs_is_a_physics_difference():
     assert result.states == "differ" and result.images == "match" and result.differs
     assert result.line.startswith("install: differs from the reference: physics (simulator state);")
     assert "settled simulator state's digest differs (cccccccccccc vs reference aaaaaaaaaaaa" in result.line
+
+
+def machine_reference(name: str, state: str, probe: str, machine: str | None) -> Reference:
+    made = reference()
+    cell = dict(made.cells["libero_spatial-t00-s00"], state_sha256=state, probe_state_sha256=probe)
+    return Reference(name, "libero", "llvmpipe", dict(INSTALL), made.protocol, made.tolerance,
+                     {"libero_spatial-t00-s00": cell}, machine)
+
+
+def test_the_state_of_any_machines_reference_is_a_match_and_names_that_reference():
+    # The same versions give other state bits on another CPU (docs/install-check.md): one file per
+    # machine whose physics was recorded; the probe is compared with the same file's.
+    older = machine_reference("libero-llvmpipe.json", "a" * 64, "b" * 64, None)
+    zen4 = machine_reference("libero-llvmpipe-amd-zen4.json", "e" * 64, "f" * 64, "AuthenticAMD family 25 model 17")
+    here = check([older, zen4], "libero_spatial-t00-s00", SETTLE, observed(state="e" * 64), "f" * 64)
+    assert (here.states, here.probe_states, here.images, here.reference) == (
+        "match", "match", "match", "libero-llvmpipe-amd-zen4.json")
+    assert here.line == "install: matches the reference"
+    mixed = check([older, zen4], "libero_spatial-t00-s00", SETTLE, observed(state="e" * 64), "b" * 64)
+    assert (mixed.states, mixed.probe_states) == ("match", "differ")  # a settled state of one, a probe of the other
+    neither = check([older, zen4], "libero_spatial-t00-s00", SETTLE, observed(state="c" * 64), "f" * 64)
+    assert neither.states == "differ" and neither.reference == "libero-llvmpipe.json"
+    assert ("digest differs (cccccccccccc vs reference aaaaaaaaaaaa, libero-llvmpipe.json; eeeeeeeeeeee, "
+            "libero-llvmpipe-amd-zen4.json)") in neither.line
+
+
+def test_a_physics_difference_with_the_pinned_versions_names_the_machine_not_the_install():
+    older = machine_reference("libero-llvmpipe.json", "a" * 64, "b" * 64, None)
+    zen4 = machine_reference("libero-llvmpipe-amd-zen4.json", "e" * 64, "f" * 64, "AuthenticAMD family 25 model 17")
+    differing = check([older, zen4], "libero_spatial-t00-s00", SETTLE, observed(state="c" * 64))
+    (cause,) = likely_cause([differing], INSTALL, INSTALL, [older, zen4], machine="GenuineIntel family 6 model 143")
+    assert cause.startswith("physics differs with the reference's versions and GL settings: the machine is the likely "
+                            "cause (this one: GenuineIntel family 6 model 143; the references' physics was recorded "
+                            "on: libero-llvmpipe.json: not recorded; libero-llvmpipe-amd-zen4.json: AuthenticAMD "
+                            "family 25 model 17)")
+    assert "tools/make_fingerprints.py --machine TAG" in cause and "install the pinned versions" not in cause
+
+
+def test_this_machine_is_described_by_its_cpu_and_c_library():
+    cpuinfo = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+               "model name\t: Intel(R) Xeon(R) Platinum 8480+\n\nprocessor\t: 1\nvendor_id\t: Other\n")
+    described = machine_description(cpuinfo)
+    assert described.startswith("GenuineIntel family 6 model 143 (Intel(R) Xeon(R) Platinum 8480+)")
+    import platform
+
+    libc, version = platform.libc_ver()
+    assert described.endswith(f"; {libc} {version}" if libc else ")")
+    assert machine_description("") and "family" not in machine_description("")  # no /proc/cpuinfo: platform's
 
 
 def test_the_probe_state_alone_can_differ():
@@ -164,16 +213,33 @@ def test_the_record_block_validates_against_the_record_schema():
 
 
 def test_the_shipped_llvmpipe_reference_is_whole_and_says_what_made_it():
-    (shipped,) = [r for r in load_references("libero") if r.family == "llvmpipe"]
     from pytest_libero.benchmarks.libero import catalog
 
     expected = {f"{s}-t{e['task_index']:02d}-s00" for s in catalog.SUITES for e in catalog.entries(s)}
     expected |= {f"{s}-t00-s{i:02d}" for s in catalog.SUITES for i in (1, 25, 49)}
-    assert set(shipped.cells) == expected and len(expected) == 145
-    assert shipped.made_with["versions"]["mujoco"] == "3.2.3" and shipped.made_with["renderer"].startswith("llvmpipe")
-    assert shipped.protocol == dict(SETTLE, seed=20260907)
-    assert all(set(c) >= {"state_sha256", "probe_state_sha256", "images"} for c in shipped.cells.values())
-    copy.deepcopy(shipped)
+    for shipped in same_install_other_machines("libero"):
+        assert set(shipped.cells) == expected and len(expected) == 145
+        assert shipped.made_with["versions"]["mujoco"] == "3.2.3"
+        assert shipped.made_with["renderer"].startswith("llvmpipe")
+        assert shipped.protocol == dict(SETTLE, seed=20260907)
+        assert all(set(c) >= {"state_sha256", "probe_state_sha256", "images"} for c in shipped.cells.values())
+        copy.deepcopy(shipped)
+
+
+def same_install_other_machines(benchmark: str) -> list[Reference]:
+    """The shipped llvmpipe references of `benchmark`: the project's first machine (not recorded) and an
+    AMD Zen 4 one, made with the same install and protocol. Measured (2026-12-05, the 162 cells of the
+    three benchmarks): every image digest equal, every settled and probe state digest different."""
+    shipped = [r for r in load_references(benchmark) if r.family == "llvmpipe"]
+    assert [(r.name, r.machine and r.machine.split(" (")[0]) for r in shipped] == [
+        (f"{benchmark}-llvmpipe-amd-zen4.json", "AuthenticAMD family 25 model 17"),
+        (f"{benchmark}-llvmpipe.json", None)]
+    zen4, first = shipped
+    assert (zen4.made_with, zen4.protocol, set(zen4.cells)) == (first.made_with, first.protocol, set(first.cells))
+    for cell in first.cells:
+        assert zen4.cells[cell]["images"] == first.cells[cell]["images"]
+        assert zen4.cells[cell]["state_sha256"] != first.cells[cell]["state_sha256"]
+    return shipped
 
 
 def test_a_failing_fingerprint_is_reported_not_a_lost_episode():
@@ -195,12 +261,16 @@ def test_a_failing_fingerprint_is_reported_not_a_lost_episode():
     ("robomemarena", "checkout", "tools/make_fingerprints.py ROBOMEMARENA_SAMPLE")])
 def test_the_shipped_liberoplus_and_robomemarena_references_load_and_name_what_made_them(benchmark, package_key,
                                                                                           sample):
+    for shipped in same_install_other_machines(benchmark):
+        shipped_reference_names_what_made_it(benchmark, package_key, sample, shipped)
+
+
+def shipped_reference_names_what_made_it(benchmark: str, package_key: str, sample: str, shipped: Reference) -> None:
     from pathlib import Path
 
     from pytest_libero.core.data import CATALOG_DIR
     from pytest_libero.runtime.doctor import BENCHMARK_CELLS, BENCHMARK_OPTIONS, start_cell
 
-    (shipped,) = [r for r in load_references(benchmark) if r.family == "llvmpipe"]
     header = json.loads((Path(CATALOG_DIR) / "fingerprints" / shipped.name).read_text())
     assert shipped.made_with["versions"] == INSTALL["versions"] and shipped.made_with["renderer"] == LLVMPIPE
     assert set(shipped.cells) == set(header["sample"]), sample
@@ -240,7 +310,7 @@ def test_a_benchmarks_own_cell_id_and_observation_options_key_the_check():
     # LIBERO-plus's robot_init=apply changes the first observation: the upstream reference does not check it.
     applied = protocol_key(10, [0, 0, 0, 0, 0, 0, -1], [("robot_init", "apply"), ("clean_instructions", True)])
     assert applied == dict(SETTLE, robot_init="apply")
-    (plus,) = load_references("libero_plus")
+    plus = load_references("libero_plus")[0]
     cell = "libero_plus-libero_spatial-v00259"
     got = dict(observed(), state_sha256=plus.cells[cell]["state_sha256"])
     assert check([plus], cell, dict(SETTLE, robot_init="upstream"), got).states == "match"

@@ -121,12 +121,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cells", nargs="*", default=None, help="cell ids (default: the benchmark's plan)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder (default {DEFAULT_OUT})")
     parser.add_argument("--limit", type=int, default=None, help="stop after this many new cells")
+    parser.add_argument("--machine", default=None, metavar="TAG",
+                        help="a reference of this machine's physics beside the others: writes "
+                             "<benchmark>-<family>-TAG.json (the states differ across CPUs: docs/install-check.md)")
     args = parser.parse_args(argv)
     os.environ.setdefault("MUJOCO_GL", "egl")
 
     from pytest_libero.benchmarks import get, service_env
     from pytest_libero.core.cells import FAST_SEED
-    from pytest_libero.core.fingerprint import FORMAT, PROBE_SEQUENCE, protocol_key, renderer_family
+    from pytest_libero.core.fingerprint import (FORMAT, PROBE_SEQUENCE, machine_description, protocol_key,
+                                                renderer_family)
     from pytest_libero.core.protocol import SETTLE_CONTROLS
     from pytest_libero.runtime.doctor import BENCHMARK_OPTIONS, fingerprint_cell, reference_entry, start_cell
     from pytest_libero.runtime.service import BenchService
@@ -159,11 +163,15 @@ def main(argv: list[str] | None = None) -> int:
                 family = renderer_family(install["renderer"])
                 if family is None:
                     raise SystemExit(f"renderer {install['renderer']!r} is of no known family (llvmpipe, nvidia)")
-                path = args.out / f"{args.benchmark}-{family}.json"
+                tag = f"-{args.machine}" if args.machine else ""
+                path = args.out / f"{args.benchmark}-{family}{tag}.json"
                 document = json.loads(path.read_text()) if path.exists() else {
                     "format": FORMAT, "benchmark": args.benchmark, "renderer_family": family, "made_with": install,
-                    "protocol": protocol, "probe": [[n, list(a)] for n, a in PROBE_SEQUENCE],
-                    "tolerance": TOLERANCE, "cells": {}, **extra}
+                    "machine": machine_description(), "protocol": protocol,
+                    "probe": [[n, list(a)] for n, a in PROBE_SEQUENCE], "tolerance": TOLERANCE, "cells": {}, **extra}
+                if document.get("machine") != machine_description():  # an older file: its machine not recorded
+                    raise SystemExit(f"{path} holds the physics of another machine ({document['machine']}; this one: "
+                                     f"{machine_description()}): name this machine's file with --machine TAG")
                 if document["made_with"] != install or any(document.get(k) != v for k, v in extra.items()
                                                            if k != "sample"):
                     raise SystemExit(f"{path} was made with {document['made_with']} "

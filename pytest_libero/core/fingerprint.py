@@ -44,6 +44,33 @@ def probe_actions() -> NDArray[np.float64]:
     return np.asarray(rows, dtype=np.float64)
 
 
+def machine_description(cpuinfo: str | None = None) -> str:
+    """This machine's CPU and C library, as a reference records them ("AuthenticAMD family 25 model
+    17 (AMD EPYC); glibc 2.36"): the state digests were measured to differ across CPUs with the same
+    versions (docs/install-check.md), so a reference says which machine its physics is of."""
+    import platform
+
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+                cpuinfo = handle.read(20000)
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break  # the first processor's block
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    if fields.get("vendor_id"):
+        cpu = (f"{fields['vendor_id']} family {fields.get('cpu family', '?')} model {fields.get('model', '?')} "
+               f"({fields.get('model name', '?')})")
+    else:
+        cpu = platform.processor() or platform.machine() or "unknown CPU"
+    libc, version = platform.libc_ver()
+    return f"{cpu}; {libc} {version}" if libc else cpu
+
+
 def renderer_family(renderer: str | None) -> str | None:
     """The renderer family a reference is made for: "llvmpipe", "nvidia", or None (unknown)."""
     if not renderer:
@@ -109,6 +136,7 @@ class Reference:
     protocol: dict[str, Any]
     tolerance: dict[str, float]
     cells: dict[str, dict[str, Any]]
+    machine: str | None = None  # machine_description() where it was made; None: not recorded (older files)
 
     @property
     def settling(self) -> dict[str, Any]:
@@ -134,7 +162,7 @@ def load_references(benchmark: str, folder: Any = None) -> list[Reference]:
         if data.get("format") != FORMAT or data.get("benchmark") != benchmark:
             continue
         found.append(Reference(path.name, benchmark, data["renderer_family"], data["made_with"], data["protocol"],
-                               data["tolerance"], data["cells"]))
+                               data["tolerance"], data["cells"], data.get("machine")))
     return found
 
 
@@ -233,13 +261,19 @@ def check(references: list[Reference], cell_id: str, protocol: Mapping[str, Any]
                    f"this run: {_options_text(settling)})")
         return Check("no reference", "no reference", [why], None, install)
     same_family = [r for r in candidates if r.family == family]
-    physics_ref = (same_family or candidates)[0]
+    # Physics: the state is compared exactly with each reference's (one per machine whose physics
+    # was recorded; the same versions give other bits on another CPU), and matches when it equals one.
+    ordered = same_family + [r for r in candidates if r not in same_family]
+    matching = [r for r in ordered if r.cells[cell_id]["state_sha256"] == observed.get("state_sha256")]
+    physics_ref = (matching or ordered)[0]
     entry = physics_ref.cells[cell_id]
     detail = []
-    states = "match" if entry["state_sha256"] == observed.get("state_sha256") else "differ"
+    states = "match" if matching else "differ"
     if states == "differ":
+        against = "; ".join(f"{r.cells[cell_id]['state_sha256'][:12]}, {r.name}" for r in ordered)
         detail.append(f"the settled simulator state's digest differs ({observed.get('state_sha256', '?')[:12]} vs "
-                      f"reference {entry['state_sha256'][:12]}, {physics_ref.name})")
+                      f"reference {against})")
+    same_family.sort(key=lambda r: r is not physics_ref)  # images: the physics' own file first
     probe = None
     if probe_state_sha256 is not None and "probe_state_sha256" in entry:
         probe = "match" if entry["probe_state_sha256"] == probe_state_sha256 else "differ"
@@ -284,14 +318,24 @@ def install_differences(made_with: Mapping[str, Any], install: Mapping[str, Any]
     return lines
 
 
-def likely_cause(checks: Iterable[Check], made_with: Mapping[str, Any], install: Mapping[str, Any]) -> list[str]:
+def likely_cause(checks: Iterable[Check], made_with: Mapping[str, Any], install: Mapping[str, Any],
+                 references: Iterable[Reference] = (), machine: str | None = None) -> list[str]:
     """What most likely explains the differences: the versions and GL settings that differ from
-    the reference's, then what a difference of each kind usually means."""
+    the reference's, then what a difference of each kind usually means. With the versions and GL
+    settings all the reference's, a physics difference is the machine's (`machine`: this one's
+    machine_description(); `references`: whose machines the states were recorded on)."""
     checks = list(checks)
     lines = install_differences(made_with, install)
     physics = any(c.states == "differ" or c.probe_states == "differ" for c in checks)
     rendering = any(c.images == "differ" for c in checks)
-    if physics:
+    if physics and not lines:
+        machines = "; ".join(f"{r.name}: {r.machine or 'not recorded'}" for r in references)
+        lines.append("physics differs with the reference's versions and GL settings: the machine is the likely cause "
+                     f"(this one: {machine or machine_description()}; the references' physics was recorded on: "
+                     f"{machines or 'unknown'}). MuJoCo's states are not bit-identical across CPU models; make a "
+                     "reference of this machine's physics with tools/make_fingerprints.py --machine TAG "
+                     "(docs/install-check.md)")
+    elif physics:
         lines.append("physics differs: the simulator (MuJoCo, robosuite, LIBERO's assets or NumPy) is not the "
                      "reference's; install the pinned versions (pyproject.toml) in this environment")
     if rendering and not physics:

@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 
 from pytest_libero.core.cells import FAST_SEED, parse_cell_id
 from pytest_libero.core.fingerprint import (OBSERVATION_OPTIONS, Check, Reference, check, images_summary,
-                                            install_differences, likely_cause, probe_actions, renderer_family)
+                                            install_differences, likely_cause, machine_description, probe_actions,
+                                            renderer_family)
 from pytest_libero.errors import EnvironmentFault, OptionError
 
 # The issue's two cells (MuJoCo 3.3.3 changes libero_10's physics and libero_spatial's images).
@@ -117,9 +118,13 @@ def run_doctor(service: Any, references: list[Reference], cells: Sequence[str], 
             write(f"    {line}")
     family = renderer_family(install.get("renderer"))
     same = [r for r in references if r.family == family]
-    reference = (same or references)[0]
-    write(f"installed: {describe_install(install)}")
-    write(f"reference: {reference.name}, made with {describe_install(reference.made_with)}")
+    # The file the checks were made against (the one whose physics matched, where one did).
+    named = {r.name: r for r in references}
+    used = [named[c.reference] for _, c in checks if c.reference in named]
+    reference = (used or same or references)[0]
+    write(f"installed: {describe_install(install)}; machine {machine_description()}")
+    write(f"reference: {reference.name}, made with {describe_install(reference.made_with)}; machine "
+          f"{reference.machine or 'not recorded'}")
     if not same:
         write(f"no image reference for this renderer ({install.get('renderer')!r}, family {family}): images were not "
               f"compared; references exist for {', '.join(sorted({r.family for r in references}))}")
@@ -130,7 +135,7 @@ def run_doctor(service: Any, references: list[Reference], cells: Sequence[str], 
         rendering = any(c.images == "differ" for c in differing)
         kind = " and ".join(k for k, on in (("physics (states)", physics), ("rendering (images)", rendering)) if on)
         write(f"install: differs from the reference: {kind}")
-        for line in likely_cause(differing, reference.made_with, install):
+        for line in likely_cause(differing, reference.made_with, install, references):
             write(f"likely cause: {line}")
         write("what to do: docs/install-check.md")
         return 1
