@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,34 @@ HARNESS_SELECTION = ("--libero-mode", "full", "--libero-robomemarena-trials", st
 
 
 @pytest.fixture(scope="module")
-def reference(robomemarena_checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    work = tmp_path_factory.mktemp("reference")
+def both_runs(robomemarena_checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The checkout's runner and this suite's run of the same episodes, started together: neither reads
+    what the other writes, and side by side they fill the cores that one run at a time leaves idle
+    (its interpreter and environment starts). The checkout's state is taken before both and after
+    both, so a write by either is seen."""
+    reference_work, harness_work = tmp_path_factory.mktemp("reference"), tmp_path_factory.mktemp("harness")
+    before = tree_state(robomemarena_checkout)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reference = pool.submit(_reference, robomemarena_checkout, reference_work)
+        harness = pool.submit(_harness, robomemarena_checkout, harness_work)
+        runs = {"reference": reference.result(), "harness": harness.result()}
+    runs["harness"]["checkout_changed"] = sorted(set(tree_state(robomemarena_checkout).items()) ^ set(before.items()))
+    return runs
+
+
+@pytest.fixture(scope="module")
+def reference(both_runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return both_runs["reference"]
+
+
+@pytest.fixture(scope="module")
+def harness(both_runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return both_runs["harness"]
+
+
+def _reference(checkout: Path, work: Path) -> dict[str, Any]:
     kwargs = json.dumps({"log": str(work / "observations.jsonl"), "raise_at": RAISE_AT})
-    done = run_reference(robomemarena_checkout, work, TRIALS, work / "out", [
+    done = run_reference(checkout, work, TRIALS, work / "out", [
         "--adapter-spec", f"{ADAPTER}:build_adapter", "--adapter-kwargs", kwargs, "--seed", str(SEEDS[0]),
         "--max-steps", str(MAX_STEPS), "--replan-steps", "10"])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -57,19 +82,15 @@ def reference(robomemarena_checkout: Path, tmp_path_factory: pytest.TempPathFact
     return {"rows": rows, "log": log_lines(work / "observations.jsonl"), "stderr": done.stderr}
 
 
-@pytest.fixture(scope="module")
-def harness(robomemarena_checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    work = tmp_path_factory.mktemp("harness")
+def _harness(checkout: Path, work: Path) -> dict[str, Any]:
     kwargs = json.dumps({"log": str(work / "observations.jsonl"), "raise_at": RAISE_AT, "kill_service_at": KILL_AT})
     python = interpreter_wrapper(work / "bin", work / "interpreter.log")
-    before = tree_state(robomemarena_checkout)
-    done = _harness_run(work, robomemarena_checkout, *HARNESS_SELECTION, f"--libero-robomemarena-python={python}",
+    done = _harness_run(work, checkout, *HARNESS_SELECTION, f"--libero-robomemarena-python={python}",
                         "--libero-policy", f"{ADAPTER}:build_adapter", "--libero-policy-kwargs", kwargs)
     (run_dir,) = (work / "reports").glob("*/*")
     records = {path.stem: json.loads(path.read_text()) for path in (run_dir / "episodes").glob("*.json")}
     return {"done": done, "run_dir": run_dir, "records": records, "log": log_lines(work / "observations.jsonl"),
-            "summary": json.loads((run_dir / "summary.json").read_text()), "interpreter": work / "interpreter.log",
-            "checkout_changed": sorted(set(tree_state(robomemarena_checkout).items()) ^ set(before.items()))}
+            "summary": json.loads((run_dir / "summary.json").read_text()), "interpreter": work / "interpreter.log"}
 
 
 def _harness_run(work: Path, checkout: Path, *args: str) -> subprocess.CompletedProcess[str]:

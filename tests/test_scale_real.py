@@ -44,7 +44,7 @@ def test_a_simulator_segfault_or_hang_errors_one_cell_and_the_worker_goes_on(pyt
     pytester.makepyfile(saboteur=SABOTEUR, service_pids=SERVICE_PIDS)
     result = pytester.runpytest_subprocess(
         *BASE, "--libero-task-ids", "0,1", "--libero-policy", "saboteur.py:Saboteur",
-        "--libero-policy-kwargs", f'{{"sig": "{sig}"}}', "--libero-episode-timeout", "45")
+        "--libero-policy-kwargs", f'{{"sig": "{sig}"}}', "--libero-episode-timeout", "30")
     result.assert_outcomes(errors=1, failed=1)
     result.stdout.fnmatch_lines([message, "libero_10-t01-s00 * FAILED * failure/truncation: 3 calls*",
                                  "LIBERO: selected 2 = passed 0 + failed 1 + errored 1 + unattempted 0"])
