@@ -43,10 +43,9 @@ HARNESS_SELECTION = ("--libero-mode", "full", "--libero-robomemarena-trials", st
 
 @pytest.fixture(scope="module")
 def both_runs(robomemarena_checkout: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """The checkout's runner and this suite's run of the same episodes, started together: neither reads
-    what the other writes, and side by side they fill the cores that one run at a time leaves idle
-    (its interpreter and environment starts). The checkout's state is taken before both and after
-    both, so a write by either is seen."""
+    """The checkout's runner and this suite's run of the same episodes, started together (neither reads
+    what the other writes), so that on two cores they overlap instead of queueing. The checkout's
+    state is taken before both and after both, so a write by either is seen."""
     reference_work, harness_work = tmp_path_factory.mktemp("reference"), tmp_path_factory.mktemp("harness")
     before = tree_state(robomemarena_checkout)
     with ThreadPoolExecutor(max_workers=2) as pool:
