@@ -305,7 +305,12 @@ def test_a_host_that_dies_fails_its_in_flight_episodes_and_is_rebuilt(start_host
     assert caught and "died during act" in str(caught[0].value)  # its batch-mate's episode ends too
     doomed.reset("again")  # waits for the rebuilt host
     assert doomed.act("again")[2:4] == ("again", 1)
-    assert host.rebuilds == 1 and host.pid != first_pid
+    # The rebuilt host listens before its build reply reaches the controller, so a worker can be
+    # served a moment before the controller records the new process: wait for that, boundedly.
+    until = time.monotonic() + 30
+    while host.pid == first_pid and time.monotonic() < until:
+        time.sleep(0.05)
+    assert host.rebuilds == 1 and host.pid not in (None, first_pid)
 
 
 def test_a_hung_policy_call_ends_the_host_which_is_rebuilt(start_host):
