@@ -16,7 +16,7 @@ import pytest
 pytest_plugins = ["pytester"]
 
 
-# The suite itself runs under xdist (README's test command: -n 2). Its workers' variables must not
+# The suite itself runs under xdist (README's test command: -n 3). Its workers' variables must not
 # reach the pytest runs the tests make (subprocesses and pytester's in-process runs), whose own
 # fakes and helpers read them (the plugin names its worker from xdist's config, not from these:
 # test_gpus.py checks a run started with them set still records worker main).
@@ -63,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The slowest files, slowest first (seconds in one process on a 2-core CPU machine, 2026-12-02). Run
-# first, they leave the short files to fill in the end, so the two workers of `-n 2 --dist loadfile
+# first, they leave the short files to fill in the end, so the workers of `-n 3 --dist loadfile
 # --no-loadscope-reorder` (which hands out files in collection order; without that option xdist
 # orders files by their number of tests, which put these few-test files last) finish together
 # instead of one running a long file alone at the end. The other files, and the tests inside each
