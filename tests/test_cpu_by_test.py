@@ -60,8 +60,12 @@ def test_nested_processes_count_for_the_outer_test_and_the_exit_status_passes_th
     assert "  tests/test_outer.py\n" in done.stderr  # the file table has the test's file
 
 
-def test_a_missing_command_or_a_bad_interval_is_a_usage_error(tmp_path):
+def test_a_missing_or_unknown_command_a_bad_interval_or_json_folder_is_a_usage_error(tmp_path):
     done = run_tool(tmp_path)
     assert done.returncode == 2 and "no command: give it after --" in done.stderr
     done = run_tool(tmp_path, "--interval", "0", "--", "true")
     assert done.returncode == 2 and "--interval 0: give a positive number of seconds" in done.stderr
+    done = run_tool(tmp_path, "--", "no-such-program-here")
+    assert done.returncode == 2 and "cannot start 'no-such-program-here'" in done.stderr
+    done = run_tool(tmp_path, "--json", str(tmp_path / "missing" / "cpu.json"), "--", "true")
+    assert done.returncode == 2 and f"its folder {tmp_path / 'missing'} does not exist" in done.stderr

@@ -154,8 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--interval {args.interval:g}: give a positive number of seconds, e.g. 1")
     if not Path("/proc/self/stat").is_file():
         parser.error("/proc is not readable here: this tool reads Linux's /proc")
+    if args.json and not args.json.parent.is_dir():  # checked before the run, not after it
+        parser.error(f"--json {args.json}: its folder {args.json.parent} does not exist; make it or name another")
     # Started without the variable, should this tool itself run inside a test: the tags are the command's own.
-    child = subprocess.Popen(command, env={k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"})
+    try:
+        child = subprocess.Popen(command, env={k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"})
+    except OSError as exc:
+        parser.error(f"cannot start {command[0]!r} ({exc.strerror}): give a program on PATH or its path")
     # Ctrl-C reaches the command (same process group) and ends it as pytest ends; the table still prints.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     sampler = Sampler(child.pid)
