@@ -5,7 +5,7 @@
 
 The gate is CPU-bound on two cores (docs/testing.md), so a cut is CPU taken out of some test; the
 durations pytest prints are wall seconds, in which a test's share of a contended machine and its
-waits are mixed in, and they leave out nothing a test's subprocesses do in the background. This tool
+waits are mixed in, and a background process one test starts slows the tests beside it. This tool
 runs the command and reads /proc once per interval: for every process descended from it, its user
 and system CPU (the last values read before it ended) and the test it was started for, read from
 its initial environment: pytest sets PYTEST_CURRENT_TEST while a test runs, and a process the test
