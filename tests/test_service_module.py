@@ -131,3 +131,30 @@ def test_a_service_told_no_module_answers_every_request_with_the_fix(monkeypatch
             assert "pytest_libero.benchmarks.service_env(adapter, context)" in message
     finally:
         service.close()
+
+
+
+@pytest.mark.parametrize("given", [None, "", "glibc.malloc.arena_max=2"])
+def test_a_service_starts_with_the_heap_keeping_malloc_unless_glibc_tunables_is_set(monkeypatch, given):
+    """SERVICE_MALLOC in the environment the service process is spawned with; a GLIBC_TUNABLES already
+    set (even empty: glibc's defaults) is passed on as it is, and one in the service's own `env` wins
+    over both. (Read from the spawn's environment: /proc/PID/environ shows only the first tunable,
+    glibc 2.36 rewrites that copy in place; benchmarks/bench_service_malloc.py measures the effect.)"""
+    from pytest_libero.runtime.service import SERVICE_MALLOC
+
+    if given is None:
+        monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    else:
+        monkeypatch.setenv("GLIBC_TUNABLES", given)
+    assert SERVICE_MALLOC.split(":") == ["glibc.malloc.mmap_threshold=1073741824",
+                                         "glibc.malloc.trim_threshold=268435456"]
+    toy = {SERVICE_MODULE_ENV: "toy_benchmark", "PYTHONPATH": str(TESTS)}
+    for env, expected in ((toy, {"GLIBC_TUNABLES": SERVICE_MALLOC} if given is None else {}),
+                          (dict(toy, GLIBC_TUNABLES="glibc.malloc.tcache_count=0"),
+                           {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"})):
+        service = BenchService(timeout_s=60, env=env)
+        try:
+            assert service._child.env == dict(env, **expected)  # what Channel.spawn adds to os.environ
+            assert service.check_sources() is None  # and the service runs under it (the toy's sources match)
+        finally:
+            service.close()

@@ -9,6 +9,7 @@ missed its own deadline; a reply in the grace is charged by the engine to whoeve
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -21,8 +22,26 @@ DEFAULT_TIMEOUT_S = 600.0
 # Building and closing MuJoCo/EGL environments leaves memory behind in the service process: on
 # Mesa llvmpipe here it holds about 1.5 GiB after its first environment, about 2.0 GiB after the
 # second, then grows slowly (2.2 GiB after 30 alternating-task episodes; docs/performance.md).
-# Past this resident size the service is restarted between episodes.
+# With SERVICE_MALLOC it holds more (benchmarks/bench_service_malloc.py, 30 episodes, libero_10
+# tasks 0 and 1 in turn: 2.4 GiB after the first, 2.9 GiB at the most, against 2.1 and 2.6 GiB
+# under glibc's defaults). Past this resident size the service is restarted between episodes.
 DEFAULT_MAX_RSS_MIB = 4096.0
+
+
+# glibc's malloc in a bench service: large blocks come from the heap (mmap threshold 1 GiB) and the
+# heap is shrunk only past 256 MiB free at its top, so memory freed by one environment (the render
+# context's textures, the compiled model) serves the next build instead of going back to the kernel
+# and being faulted in, zeroed, again. benchmarks/bench_service_malloc.py (real services, libero_10
+# tasks alternating, 2026-12-07): system time 0.50x, CPU 0.88x, wall 0.87x, peak resident size
+# 1.14-1.28x, every delivered observation identical. docs/performance.md has the figures.
+SERVICE_MALLOC = "glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=268435456"
+
+
+def service_malloc_env() -> dict[str, str]:
+    """GLIBC_TUNABLES for a new service: SERVICE_MALLOC, unless this process's environment sets
+    GLIBC_TUNABLES (set, even empty, it is the service's as it is: the user's choice, and the way
+    back to glibc's defaults)."""
+    return {} if "GLIBC_TUNABLES" in os.environ else {"GLIBC_TUNABLES": SERVICE_MALLOC}
 
 
 def rss_mib(pid: int) -> float | None:
@@ -56,7 +75,8 @@ class BenchService:
 
     `env` is the service process's extra environment: the benchmark's service module
     (pytest_libero.benchmarks.service_env names it; the service starts no benchmark unnamed) and
-    e.g. MUJOCO_EGL_DEVICE_ID of the worker's GPU.
+    e.g. MUJOCO_EGL_DEVICE_ID of the worker's GPU. Beside it the service gets service_malloc_env()
+    (a GLIBC_TUNABLES in `env` wins).
     """
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
@@ -64,7 +84,7 @@ class BenchService:
         self.timeout_s = timeout_s
         self.max_rss_mib = max_rss_mib
         self.recycled = 0
-        self._child = Child("pytest_libero.runtime.server", SERVICE_FAULTS, env)
+        self._child = Child("pytest_libero.runtime.server", SERVICE_FAULTS, {**service_malloc_env(), **(env or {})})
         # (payload, reply, service pid, seconds it took) of an episode started ahead of its cell (`prestart`).
         self._started: tuple[dict[str, Any], dict[str, Any], int | None, float] | None = None
 
