@@ -31,6 +31,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_libero.adapters.builtin import ZeroPolicy
@@ -115,18 +116,19 @@ def main() -> None:
         if not same:
             sys.exit("the settings delivered different observations")
 
-    def ratio(field: str) -> str:
-        values = [getattr(k, field) / getattr(d, field) for d, k in zip(samples["default"], samples["keep-heap"])]
+    pairs = list(zip(samples["default"], samples["keep-heap"], strict=True))
+
+    def ratio(value: Callable[[Sample], float]) -> str:
+        values = [value(keep) / value(default) for default, keep in pairs]
         return f"{statistics.median(values):.2f} (rounds: {', '.join(f'{v:.2f}' for v in values)})"
 
-    cpu = [(k.user_s + k.sys_s) / (d.user_s + d.sys_s) for d, k in zip(samples["default"], samples["keep-heap"])]
     print("keep-heap / default, median over rounds:")
-    print(f"  system time {ratio('sys_s')}")
-    print(f"  user time   {ratio('user_s')}")
-    print(f"  CPU (user + system) {statistics.median(cpu):.2f} (rounds: {', '.join(f'{v:.2f}' for v in cpu)})")
-    print(f"  wall        {ratio('wall_s')}")
-    print(f"  minor faults {ratio('minor_faults')}")
-    print(f"  peak RSS    {ratio('rss_mib')}")
+    print(f"  system time {ratio(lambda s: s.sys_s)}")
+    print(f"  user time   {ratio(lambda s: s.user_s)}")
+    print(f"  CPU (user + system) {ratio(lambda s: s.user_s + s.sys_s)}")
+    print(f"  wall        {ratio(lambda s: s.wall_s)}")
+    print(f"  minor faults {ratio(lambda s: s.minor_faults)}")
+    print(f"  peak RSS    {ratio(lambda s: s.rss_mib)}")
 
 
 if __name__ == "__main__":
