@@ -1,8 +1,8 @@
 """The bench service's malloc (SERVICE_MALLOC, which keeps freed memory) against glibc's default, side by side.
 
-Where a service's system time goes on Mesa llvmpipe: minor page faults, most of them in the zeroing
-of fresh pages for the render context's textures (mjr_uploadTexture, inside Mesa) and for the
-compiled model (perf record -e page-faults, 2026-12-07). glibc hands such large blocks back to the
+Where a service's system time goes on Mesa llvmpipe: minor page faults, 65% of them in memset, 31% of
+all under mjr_uploadTexture (Mesa zeroing texture storage), about 10% in the model's compilation
+(perf record -e page-faults, 2026-12-07; docs/performance.md). glibc hands such large blocks back to the
 kernel when they are freed, so the next environment build faults them in again. With
 GLIBC_TUNABLES raising the mmap threshold (large blocks come from the heap) and the trim threshold
 (the heap is not shrunk at once), the next build reuses them: fewer faults, less system time, and

@@ -133,7 +133,6 @@ def test_a_service_told_no_module_answers_every_request_with_the_fix(monkeypatch
         service.close()
 
 
-
 @pytest.mark.parametrize("given", [None, "", "glibc.malloc.arena_max=2"])
 def test_a_service_starts_with_the_heap_keeping_malloc_unless_glibc_tunables_is_set(monkeypatch, given):
     """SERVICE_MALLOC in the environment the service process is spawned with; a GLIBC_TUNABLES already
