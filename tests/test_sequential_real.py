@@ -2,21 +2,22 @@
 early, and resuming the stopped run runs nothing.
 
 The demo (docs/demo-policy.md) succeeds at the control its log ends with, and a run selects one
-suite: LIBERO-10 has five demo cells (tasks 0-4, init state 0), so the cells are tasks 0-5, task 5
-(no log) being the one left to stop before. Zero never succeeds. Order seed 0 deals tasks 0-4
-first and task 5 last (the default seed 27 puts task 5 fourth: its concordant pair would delay
-the decision to the last cell), so every consumed pair is `only B`. With k such pairs and none
-favouring A, E_B = 2^(k+1)/(k+1) (1 - 2^-(k+1)): 6.2 after four, 10.5 after five. At alpha 0.2
-the boundary 2/alpha is 10, so the test decides after the fifth pair and task 5 never runs (at
-alpha 0.05 the boundary, 40, is out of reach of five pairs).
+suite: LIBERO-10 has five demo cells (tasks 0-4, init state 0). The cells are tasks 0, 2 and 4 (the
+three whose first successes come soonest, so the budget below is smallest) and task 5 (no log), the
+one left to stop before. Zero never succeeds. Order seed 0 deals tasks 4, 0, 2 first and task 5 last,
+so every consumed pair is `only B`. With k such pairs and none favouring A,
+E_B = 2^(k+1)/(k+1) (1 - 2^-(k+1)): 2.33 after two, 3.75 after three. At alpha 0.6 the boundary
+2/alpha is 3.33, so the test decides after the third pair and task 5 never runs (at alpha 0.05 the
+boundary, 40, is out of reach of three pairs). The decision machinery is the same for any alpha; a
+large one keeps the run to three pairs, each of which costs two environment builds and ~230 controls.
 
 The budget: on CPU rendering most of an episode's cost is the two camera renders at each
 observation (docs/performance.md), and neither policy looks at what it sees (the demo replays
 open loop, indexed by executed controls), so both runs take few long intervals: D = 5 calls of K
-controls, K the fewest covering the latest first-success control (task 3's 251: K = 51, cap 255,
+controls, K the fewest covering the latest first-success control (task 0's 231: K = 47, cap 255,
 the cap of the default K = 5 too), each policy's chunk filling its interval. The demo then
 succeeds at the same control as under K = 5 (asserted below), at a fraction of the renders of
-D = 51 x K = 5. Both runs use the same options, so they share one protocol identity.
+D = 47 x K = 5. Both runs use the same options, so they share one protocol identity.
 """
 
 from __future__ import annotations
@@ -39,19 +40,21 @@ from pytest_libero.core.sequential import stratified_order
 
 pytestmark = pytest.mark.real_libero
 
-CELLS = tuple(f"libero_10-t{task:02d}-s00" for task in range(6))
+TASKS = (0, 2, 4, 5)
+CELLS = tuple(f"libero_10-t{task:02d}-s00" for task in TASKS)
 NO_LOG = "libero_10-t05-s00"
 FIRST_SUCCESS = {cell: json.loads((LOG_DIR / f"{cell}.json").read_text())["first_success_control"]
                  for cell in CELLS if cell != NO_LOG}
 D = 5
 K = -(-max(FIRST_SUCCESS.values()) // D)
-PROTOCOL = ("--libero-scope", "task_coverage", "--libero-suite", "libero_10", "--libero-task-ids", "0-5",
-            "--libero-budget", "decisions", "--libero-max-policy-calls", str(D), "--libero-replan-interval", str(K),
-            "--libero-video", "none")
+PROTOCOL = ("--libero-scope", "task_coverage", "--libero-suite", "libero_10",
+            "--libero-task-ids", ",".join(map(str, TASKS)), "--libero-budget", "decisions",
+            "--libero-max-policy-calls", str(D), "--libero-replan-interval", str(K), "--libero-video", "none")
 CHUNK = f'--libero-policy-kwargs={{"chunk_size": {K}}}'  # a chunk per interval (the policy's option)
 ORDER_SEED = 0
-ALPHA = 0.2
-STOP = "stopped: decided (B better after 5 pairs)"
+ALPHA = 0.6
+PAIRS = len(CELLS) - 1  # all but the last dealt
+STOP = f"stopped: decided (B better after {PAIRS} pairs)"
 
 
 def e_b(k: int) -> float:
@@ -98,31 +101,33 @@ def stopped(run_a: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[pyte
     return result, folder
 
 
-def test_the_demo_against_zero_decides_b_better_after_five_pairs_and_never_runs_the_sixth(stopped, run_a):
+def test_the_demo_against_zero_decides_b_better_after_three_pairs_and_never_runs_the_fourth(stopped, run_a):
     result, folder = stopped
     # The session stops as -x does, but a decided comparison is no interruption: the status is that of
-    # the five passing episodes, and the sixth cell is reported unattempted, not failed or skipped.
-    result.assert_outcomes(passed=5)
+    # the three passing episodes, and the fourth cell is reported unattempted, not failed or skipped.
+    result.assert_outcomes(passed=PAIRS)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
-        f"{NO_LOG} * UNATTEMPTED*", "LIBERO: selected 6 = passed 5 + failed 0 + errored 0 + unattempted 1",
-        f"LIBERO sequential comparison against {run_a.resolve()}: B better after 5 of 6 pairs; statistic "
-        f"{math.log(e_b(5)):.2f} >= boundary log(2/alpha) {math.log(2 / ALPHA):.2f}",
+        f"{NO_LOG} * UNATTEMPTED*",
+        f"LIBERO: selected {len(CELLS)} = passed {PAIRS} + failed 0 + errored 0 + unattempted 1",
+        f"LIBERO sequential comparison against {run_a.resolve()}: B better after {PAIRS} of {len(CELLS)} pairs; "
+        f"statistic {math.log(e_b(PAIRS)):.2f} >= boundary log(2/alpha) {math.log(2 / ALPHA):.2f}",
         "LIBERO sequential: 0 errored pair(s) (never discordant), 0 episode(s) past the consumed prefix not "
         f"counted; alpha {ALPHA:g}, power 0.8, min effect 0.1, order seed {ORDER_SEED}",
         f"*Interrupted: {STOP}*"])
 
     block = sequential(folder)
     assert (block["decision"], block["stopped_after"], block["stopped"], block["order_cells"]) == \
-        ("B better", 5, True, len(CELLS))
+        ("B better", PAIRS, True, len(CELLS))
     consumed = [step["cell"] for step in block["steps"]]
-    # The order is the seed's (task 5 last, the premise above), and the demo's five cells come first.
+    # The order is the seed's (task 5 last, the premise above), and the demo's three cells come first.
     assert (*consumed, NO_LOG) == stratified_order(((cell, cell[:-4]) for cell in CELLS), ORDER_SEED)
     assert sorted(consumed) == sorted(FIRST_SUCCESS) and block["not_counted"] == [] and block["errored"] == 0
-    assert [step["pair"] for step in block["steps"]] == ["only B"] * 5
-    # The statistic is the closed form's at every pair, below the boundary until the fifth.
-    assert [step["log_e_b"] for step in block["steps"]] == pytest.approx([math.log(e_b(k)) for k in range(1, 6)])
-    assert e_b(4) < 2 / ALPHA <= e_b(5)
+    assert [step["pair"] for step in block["steps"]] == ["only B"] * PAIRS
+    # The statistic is the closed form's at every pair, below the boundary until the third.
+    assert [step["log_e_b"] for step in block["steps"]] == \
+        pytest.approx([math.log(e_b(k)) for k in range(1, PAIRS + 1)])
+    assert e_b(PAIRS - 1) < 2 / ALPHA <= e_b(PAIRS)
 
     found = records(folder)
     assert set(found) == set(CELLS)
@@ -140,9 +145,9 @@ def test_the_demo_against_zero_decides_b_better_after_five_pairs_and_never_runs_
     # compare replays the same sequential analysis from the two folders.
     done = cli("compare", str(run_a), str(folder), "--json", str(folder.parent / "compare.json"))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "analysis: sequential" in done.stdout and "B better after 5 of 6 pairs" in done.stdout
-    assert f"pairs in order (seed {ORDER_SEED}): 5 consumed of 6: only B 5, only A 0, concordant 0, errored 0" \
-        in done.stdout
+    assert "analysis: sequential" in done.stdout and f"B better after {PAIRS} of {len(CELLS)} pairs" in done.stdout
+    assert (f"pairs in order (seed {ORDER_SEED}): {PAIRS} consumed of {len(CELLS)}: only B {PAIRS}, only A 0, "
+            "concordant 0, errored 0") in done.stdout
     assert json.loads((folder.parent / "compare.json").read_text())["sequential"] == block
 
 
@@ -150,10 +155,10 @@ def test_resuming_the_stopped_comparison_runs_nothing_and_changes_no_record(stop
     folder = shutil.copytree(stopped[1], tmp_path / "b")  # the original stays as the other test reads it
     before = {p.name: p.read_bytes() for p in (folder / "episodes").glob("*.json")}
     result = run(tmp_path, f"--libero-resume={folder}")
-    # The kept prefix decides at once: the five kept episodes report, the sixth cell skips again.
-    result.assert_outcomes(passed=5, skipped=1)
-    result.stdout.fnmatch_lines(["*libero_10-t0[0-4]-s00 * PASSED * [[]resumed: recorded earlier[]]*",
-                                 "*B better after 5 of 6 pairs*"])
+    # The kept prefix decides at once: the three kept episodes report, the fourth cell skips again.
+    result.assert_outcomes(passed=PAIRS, skipped=1)
+    result.stdout.fnmatch_lines(["*libero_10-t0[024]-s00 * PASSED * [[]resumed: recorded earlier[]]*",
+                                 f"*B better after {PAIRS} of {len(CELLS)} pairs*"])
     assert {p.name: p.read_bytes() for p in (folder / "episodes").glob("*.json")} == before
     assert not (folder / "attempts").exists()
     assert sequential(folder)["steps"] == sequential(stopped[1])["steps"]
