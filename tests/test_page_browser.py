@@ -66,6 +66,19 @@ def shown_cells(driver: Any) -> list[str]:
         driver.execute_script("document.getElementById('next').click()")
 
 
+def opened(driver: Any, cell: str) -> Any:
+    """The episode detail once it shows `cell`. A click on a row or a grid cell sets location.hash and
+    the page opens the episode on the hashchange event, which the browser fires after the click has
+    returned (a task later), so the detail is waited for, not read at once."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def shown(d: Any) -> Any:
+        detail = d.find_element("id", "episode-detail")
+        return detail if detail.get_attribute("data-cell") == cell else False
+
+    return WebDriverWait(driver, 10).until(shown, f"the episode detail never showed {cell}")
+
+
 def matches(driver: Any) -> int:
     return int(driver.execute_script("return document.getElementById('episode-count').dataset.matches"))
 
@@ -88,7 +101,7 @@ def test_a_real_runs_page_filters_one_tasks_failures_and_plays_an_episodes_video
     assert expected and sorted(shown_cells(driver)) == expected
 
     driver.find_element("css selector", f'#episode-rows tr[data-cell="{expected[0]}"]').click()
-    video = driver.find_element("id", "episode-video")
+    video = opened(driver, expected[0]).find_element("id", "episode-video")
     assert video.get_attribute("src").endswith(found[expected[0]]["video"]["path"])
     driver.execute_script("const v = arguments[0]; v.muted = true; v.play();", video)
     deadline = time.monotonic() + 10
@@ -179,7 +192,7 @@ def test_a_full_mode_grid_has_a_cell_per_episode_coloured_by_outcome_that_opens_
     assert sorted(cells) == sorted([f"#episode={c}", status(o)] for c, o in outcomes.items())
     target = "libero_goal-t02-s05-seed8"
     driver.find_element("css selector", f'#grid a[href="#episode={target}"]').click()
-    detail = driver.find_element("id", "episode-detail")
+    detail = opened(driver, target)
     assert detail.is_displayed() and detail.get_attribute("data-cell") == target
     assert outcomes[target] in detail.text
     assert console_errors(driver) == []
