@@ -1,4 +1,9 @@
-"""The policy host on real LIBERO (CPU rendering): -n 2 with and without the host, equal records."""
+"""The policy host on real LIBERO (CPU rendering): -n 2 with and without the host and -n 0, equal records.
+
+One test serves two claims on the same two cells: the policy host changes no record, and two xdist
+workers give the records of one process (that claim was tests/test_scale_real.py's, with the random
+policy; the random policy's seeding in other processes is test_slurm_real.py's shards vs its local run).
+"""
 
 from __future__ import annotations
 
@@ -31,23 +36,35 @@ class Counting:
         return np.tile([0.05 * (n % 3) - 0.05, 0.0, 0.02 * n, 0.0, 0.0, 0.0, -1.0], (5, 1))
 '''
 BASE = ("--libero-scope", "development", "--libero-budget", "decisions", "--libero-max-policy-calls", "2",
-        "--libero-video", "none", "--libero-task-ids", "0,1", "-n", "2", "--libero-policy", "counting.py:Counting",
-        "--libero-preflight", "off")  # not about the preflight: under xdist it is one more environment build
+        "--libero-video", "none", "--libero-task-ids", "0,1", "--libero-policy", "counting.py:Counting")
+# Under xdist the preflight is one more environment build, and neither claim is about it: off there. The
+# one process keeps it: its first cell is the episode the preflight started, and must equal the worker's.
+RUNS = {"none": ("-n", "2", "--libero-preflight", "off", "--libero-policy-isolation", "none"),
+        "host": ("-n", "2", "--libero-preflight", "off", "--libero-policy-isolation", "host"),
+        "one process": ("-n", "0", "--libero-policy-isolation", "none")}
+BLOCKS = ("outcome", "counters", "private", "chunks", "observations", "cell")
 
 
-def test_two_workers_with_and_without_the_policy_host_give_equal_records(pytester):
+@pytest.mark.scale_out
+def test_two_workers_with_and_without_the_policy_host_and_one_process_give_equal_records(pytester):
     pytester.makepyfile(counting=POLICY)
     found = {}
-    for isolation in ("none", "host"):
-        result = pytester.runpytest_subprocess(*BASE, "--libero-policy-isolation", isolation,
-                                               "--libero-output", isolation)
+    for name, args in RUNS.items():
+        output = name.replace(" ", "-")
+        result = pytester.runpytest_subprocess(*BASE, *args, "--libero-output", output)
         result.assert_outcomes(failed=2)
-        (run_dir,) = run_dirs(pytester.path / isolation)
-        found[isolation] = records(run_dir)
-    assert sorted(found["host"]) == sorted(found["none"]) and len(found["none"]) == 2
+        (run_dir,) = run_dirs(pytester.path / output)
+        found[name] = records(run_dir)
+    assert sorted(found["host"]) == sorted(found["none"]) == sorted(found["one process"])
+    assert len(found["none"]) == 2
+    assert {r["worker"] for r in found["none"].values()} <= {"gw0", "gw1"}
+    assert {r["worker"] for r in found["one process"].values()} == {"main"}
+    for cell, alone in found["one process"].items():
+        for block in BLOCKS:
+            assert found["none"][cell][block] == alone[block], (cell, block)
     for cell, hosted in found["host"].items():
         plain = found["none"][cell]
-        for block in ("outcome", "counters", "private", "chunks", "observations", "cell"):
+        for block in BLOCKS:
             assert hosted[block] == plain[block], (cell, block)
         assert hosted["worker"] in ("gw0", "gw1")
         profile = hosted["identities"]["model_profile"]
